@@ -1,0 +1,5 @@
+"""Search quality as pytest test results."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
