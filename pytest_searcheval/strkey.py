@@ -68,7 +68,7 @@ class DecodedStrkey:
 
 
 def crc16_xmodem(data: bytes) -> int:
-    """CRC16-XModem: poly 0x1021, init 0x0000, MSB first, no final xor (check("123456789")=0x31C3)."""
+    """CRC16-XModem: poly 0x1021, init 0, MSB first, no final xor; check("123456789") = 0x31C3."""
     crc = 0
     for byte in data:
         crc ^= byte << 8
@@ -118,9 +118,7 @@ def decode(text: str, kinds: str = "GMC") -> DecodedStrkey:
     if kind not in kinds:
         raise StrkeyError(f"a {kind} address is not accepted here: expected {', '.join(kinds)}")
     if len(text) != _TEXT_LEN[kind]:
-        raise StrkeyError(
-            f"a {kind} strkey has {_TEXT_LEN[kind]} characters, got {len(text)}"
-        )
+        raise StrkeyError(f"a {kind} strkey has {_TEXT_LEN[kind]} characters, got {len(text)}")
     padded = text + "=" * (-len(text) % 8)
     try:
         raw = base64.b32decode(padded, casefold=False)

@@ -1,0 +1,148 @@
+"""Data model of a test collection: documents, queries, graded judgments, assets, problems.
+
+Kept apart from the loaders so that the constraint oracle can use ``Asset`` without importing
+the loaders, and so that the types are importable cheaply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+__all__ = [
+    "Asset",
+    "Collection",
+    "CollectionError",
+    "Document",
+    "Problem",
+    "Query",
+]
+
+MAX_PROBLEMS_SHOWN = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with the input: where (file, 1-based line or None), which field, what."""
+
+    file: str
+    line: int | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        what = f" [{self.field}]" if self.field else ""
+        return f"{where}{what}: {self.message}"
+
+
+class CollectionError(ValueError):
+    """The collection cannot be loaded; ``problems`` lists every problem found, str() shows them."""
+
+    def __init__(self, problems: Iterable[Problem], *, truncated: int = 0) -> None:
+        self.problems: list[Problem] = list(problems)
+        self.truncated = truncated
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        total = len(self.problems) + self.truncated
+        noun = "problem" if total == 1 else "problems"
+        lines = [f"{total} {noun} in the collection:"]
+        lines += [f"  {p}" for p in self.problems[:MAX_PROBLEMS_SHOWN]]
+        hidden = total - min(len(self.problems), MAX_PROBLEMS_SHOWN)
+        if hidden > 0:
+            lines.append(f"  ... and {hidden} more")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Asset:
+    """A registered payment asset: ``usd`` is the USD rate of one whole unit (price snapshot)."""
+
+    code: str
+    network: str
+    address: str
+    decimals: int
+    usd: Decimal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A document. Generic collections use id/title/text/fields; x402 listings add ``x402``
+    (the wire object) and ``sidecar`` (catalog metadata that the wire object does not expose)."""
+
+    id: str
+    title: str
+    text: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    x402: dict[str, Any] | None = None
+    sidecar: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A query. ``constraints`` uses the filter vocabulary of ``constraints.FILTER_KEYS``;
+    ``expect`` may hold known_item, max_rank, must_include, no_result."""
+
+    id: str
+    text: str
+    query_class: str
+    split: str
+    source: str | None = None
+    group: str | None = None
+    constraints: dict[str, Any] = field(default_factory=dict)
+    expect: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Collection:
+    """A loaded, validated collection.
+
+    ``judgments[qid][docid]`` holds every judged pair, inspected zeros included; a pair that
+    nobody judged is absent. ``hashes`` maps corpus/queries/judgments to ``sha256:<hex>`` of a
+    canonical form (see ``collection.content_hashes``).
+    """
+
+    documents: dict[str, Document]
+    queries: dict[str, Query]
+    judgments: dict[str, dict[str, int]]
+    assets: list[Asset] = field(default_factory=list)
+    hashes: dict[str, str] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+    root: str | None = None
+
+    @property
+    def grades(self) -> list[int]:
+        return list(self.manifest.get("grades", [0, 1, 2, 3]))
+
+    def queries_in(self, split: str = "all") -> list[Query]:
+        """Queries of one split ("all" = every query), in id order."""
+        if split == "all":
+            return [self.queries[q] for q in sorted(self.queries)]
+        known = set(self.manifest.get("splits", [])) | {q.split for q in self.queries.values()}
+        if split not in known:
+            raise KeyError(
+                f"unknown split {split!r}: expected one of all, {', '.join(sorted(known))}"
+            )
+        return [self.queries[q] for q in sorted(self.queries) if self.queries[q].split == split]
+
+    def queries_of_class(self, query_class: str) -> list[Query]:
+        return [
+            self.queries[q]
+            for q in sorted(self.queries)
+            if self.queries[q].query_class == query_class
+        ]
+
+    def qrels(self, split: str = "all") -> dict[str, dict[str, int]]:
+        """Judgments restricted to the queries of a split (copies; safe to mutate)."""
+        return {
+            q.id: dict(self.judgments[q.id])
+            for q in self.queries_in(split)
+            if q.id in self.judgments
+        }
+
+    def is_judged(self, query_id: str, doc_id: str) -> bool:
+        return doc_id in self.judgments.get(query_id, {})
