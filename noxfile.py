@@ -1,0 +1,63 @@
+"""Developer sessions: tests, eval, latency, lint, typecheck, bench.
+
+Every session installs the project into its own virtual environment. torch is pinned to the
+CPU-only 2.13.0 build where one is available, so that sentence-transformers does not pull a
+multi-gigabyte CUDA build on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+TORCH = "torch==2.13.0"
+
+
+def _install(session: nox.Session) -> None:
+    session.install(TORCH)
+    session.install("-e", ".[test]")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The project's own test suite (unit, engine, plugin), two xdist workers."""
+    _install(session)
+    session.run("pytest", "-n", "2", *session.posargs)
+
+
+@nox.session
+def eval(session: nox.Session) -> None:
+    """Evaluate the reference engine on the shipped collection and apply the gate."""
+    _install(session)
+    session.run("pytest", "--search-eval", *session.posargs)
+
+
+@nox.session
+def latency(session: nox.Session) -> None:
+    """Per-request latency percentiles of the reference engine, gated against the budgets."""
+    _install(session)
+    session.run("pytest", "--search-eval", "-m", "searcheval_latency", "-p", "no:xdist", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", "pytest_searcheval", "tests", "benchmarks", "construction")
+    session.run("ruff", "format", "--check", "pytest_searcheval", "tests", "benchmarks")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    _install(session)
+    session.run("mypy")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Speed benchmarks: metrics against pytrec_eval and ranx, engine latency, plugin overhead."""
+    _install(session)
+    session.run("python", "benchmarks/bench_metrics.py", *session.posargs)
+    session.run("python", "benchmarks/bench_engine.py")
+    session.run("python", "benchmarks/bench_plugin.py")
