@@ -1,0 +1,269 @@
+"""Known-answer tests for every measure, conventions, set-level measures and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_searcheval.metrics import (
+    Measure,
+    adversarial_resistance_rate,
+    adversarial_top1_rate,
+    aggregate,
+    aggregate_counts,
+    evaluate,
+    grade0_rate_at_k,
+    hard_filter_violations,
+    jaccard_at_k,
+    manifest,
+    no_result_accuracy,
+    parse_measure,
+    provider_concentration,
+    rbo,
+)
+
+LOG3 = math.log2(3)
+
+# the worked example of the methodology seed: judgments {a: 3, b: 1, c: 0}
+SEED_QRELS = {"q": {"a": 3, "b": 1, "c": 0}}
+
+
+def test_seed_ndcg_worked_example() -> None:
+    idcg = 7 + 1 / LOG3
+    assert round(idcg, 3) == 7.631
+    right = evaluate(SEED_QRELS, {"q": ["a", "b", "c"]}, ["nDCG@10"])["q"]["nDCG@10"]
+    assert right == pytest.approx(1.0, abs=1e-12)
+    swapped = evaluate(SEED_QRELS, {"q": ["b", "a", "c"]}, ["nDCG@10"])["q"]["nDCG@10"]
+    assert swapped == pytest.approx((1 + 7 / LOG3) / idcg, abs=1e-12)
+    assert round(swapped, 3) == 0.710
+    # without a, 7 never enters the sum: DCG = 1 at best
+    missing = evaluate(SEED_QRELS, {"q": ["b", "c"]}, ["nDCG@10"])["q"]["nDCG@10"]
+    assert missing == pytest.approx(1 / idcg, abs=1e-12)
+
+
+def test_zero_idcg_convention() -> None:
+    # the seed scored 1.0 here; we leave such queries out (NaN) and trec_eval scores 0
+    qrels = {"none": {"c": 0}, "q": SEED_QRELS["q"]}
+    run = {"none": ["c"], "q": ["a"]}
+    res = evaluate(qrels, run, ["nDCG@10", "RR", "R@20", "Judged@1"])
+    assert math.isnan(res["none"]["nDCG@10"])
+    assert math.isnan(res["none"]["RR"])
+    assert res["none"]["Judged@1"] == 1.0
+    agg = aggregate(res)
+    assert agg["RR"] == 1.0
+    assert aggregate_counts(res) == {"nDCG@10": 1, "RR": 1, "R@20": 1, "Judged@1": 2}
+    trec = evaluate(qrels, run, ["nDCG@10", "RR"], trec_compat=True)
+    assert trec["none"] == {"nDCG@10": 0.0, "RR": 0.0}
+    assert aggregate(trec)["RR"] == 0.5
+
+
+def test_seed_mrr_cases() -> None:
+    qrels = {"first": {"a": 3}, "second": {"a": 3}, "third": {"a": 2}, "none": {"a": 3}}
+    run = {"first": ["a", "x"], "second": ["x", "a"], "third": ["x", "y", "a"], "none": ["x"]}
+    res = evaluate(qrels, run, ["RR"])
+    assert [res[q]["RR"] for q in qrels] == [1.0, 0.5, pytest.approx(1 / 3), 0.0]
+    assert aggregate(res)["RR"] == pytest.approx((1 + 0.5 + 1 / 3) / 4)
+
+
+# one hand-worked query: ranking x a b c d e ; grades a=3 b=0 c=1 e=2 z=2 (z not retrieved)
+HAND_QRELS = {"q": {"a": 3, "b": 0, "c": 1, "e": 2, "z": 2}}
+HAND_RUN = {"q": ["x", "a", "b", "c", "d", "e"]}
+
+
+@pytest.mark.parametrize(
+    ("measure", "level", "expected"),
+    [
+        # exp gain: DCG@3 = 7/log2(3); IDCG@3 = 7 + 3/log2(3) + 3/2
+        ("nDCG@3", 1, (7 / LOG3) / (7 + 3 / LOG3 + 1.5)),
+        ("P@5", 1, 2 / 5),  # a, c
+        ("P@5", 2, 1 / 5),  # a
+        ("P@10", 1, 3 / 10),  # divides by k even though 6 were returned
+        ("R@5", 1, 2 / 4),
+        ("R@20", 2, 2 / 3),
+        ("RR", 1, 1 / 2),
+        ("RR@1", 1, 0.0),
+        ("RR@2", 1, 1 / 2),
+        # relevant at ranks 2, 4, 6 of R=4: (1/2 + 2/4 + 3/6) / 4
+        ("AP", 1, (0.5 + 0.5 + 0.5) / 4),
+        ("AP@4", 1, (0.5 + 0.5) / 4),
+        ("AP", 2, (1 / 2 + 2 / 6) / 3),
+        # level 1: judged non-relevant N=1 (b). a: nothing above -> 1; c: b above -> 1 - 1/1;
+        # e: 1 - 1/1. bpref = 1/4
+        ("bpref", 1, 1 / 4),
+        # level 2: non-relevant b, c (N=2), R=3: a -> 1; e -> 1 - min(2,3)/min(3,2) = 0
+        ("bpref", 2, 1 / 3),
+        ("Judged@3", 1, 2 / 3),
+        ("Judged@10", 1, 4 / 10),
+    ],
+)
+def test_hand_computed(measure: str, level: int, expected: float) -> None:
+    got = evaluate(HAND_QRELS, HAND_RUN, [measure], relevance_level=level)["q"][measure]
+    assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_linear_gain_and_full_ndcg() -> None:
+    dcg = 3 / LOG3 + 1 / math.log2(5) + 2 / math.log2(7)
+    idcg = 3 + 2 / LOG3 + 2 / 2 + 1 / math.log2(5)
+    got = evaluate(HAND_QRELS, HAND_RUN, ["nDCG"], gain="linear")["q"]["nDCG"]
+    assert got == pytest.approx(dcg / idcg, abs=1e-12)
+
+
+def test_score_ties_break_by_doc_id_descending() -> None:
+    qrels = {"q": {"a": 1}}
+    res = evaluate(qrels, {"q": {"a": 1.0, "b": 1.0, "c": 0.5}}, ["RR"])
+    assert res["q"]["RR"] == 0.5  # b before a
+
+
+def test_negative_grades_gain_nothing_and_are_unjudged_for_bpref() -> None:
+    qrels = {"q": {"a": -1, "b": 2, "c": 0}}
+    res = evaluate(qrels, {"q": ["a", "c", "b"]}, ["nDCG@3", "bpref", "Judged@3"])["q"]
+    assert res["nDCG@3"] == pytest.approx(3 / 2 / 3)  # gain 3 at rank 3, ideal 3
+    assert res["bpref"] == 0.0  # c is above b: 1 - min(1,1)/min(1,1)
+    assert res["Judged@3"] == 1.0
+
+
+def test_query_absent_from_run_scores_zero_and_run_only_query_is_ignored() -> None:
+    res = evaluate({"q": {"a": 1}}, {"other": ["a"]}, ["nDCG@10", "P@5"])
+    assert res == {"q": {"nDCG@10": 0.0, "P@5": 0.0}}
+
+
+def test_manifest_states_conventions() -> None:
+    m = manifest(measures=["nDCG@10", "RR"], relevance_level=2)
+    assert m["gain"].startswith("2^grade - 1")
+    assert m["relevance_level"] == 2
+    assert "NaN" in m["queries_without_relevant_documents"]
+    t = manifest(trec_compat=True)
+    assert t["gain"].startswith("grade")
+    assert "-c" in t["queries_without_relevant_documents"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("nDCG@10", Measure("nDCG", 10)),
+        ("nDCG", Measure("nDCG")),
+        ("AP@1", Measure("AP", 1)),
+        ("bpref", Measure("bpref")),
+        ("Judged@7", Measure("Judged", 7)),
+    ],
+)
+def test_parse_measure(text: str, expected: Measure) -> None:
+    assert parse_measure(text) == expected
+    assert str(expected) == text
+
+
+@pytest.mark.parametrize(
+    ("measure", "fragment"),
+    [
+        ("ndcg@10", "unknown measure"),
+        ("nDCG@0", "positive"),
+        ("P@-3", "positive"),
+        ("P", "needs a cut-off"),
+        ("bpref@5", "no cut-off"),
+        ("R@x", "not an integer"),
+    ],
+)
+def test_bad_measure_names_the_measure(measure: str, fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment) as err:
+        evaluate({"q": {"a": 1}}, {"q": ["a"]}, [measure])
+    assert repr(measure) in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("qrels", "run", "fragment"),
+    [
+        ({"q7": {"a": 1.5}}, {"q7": ["a"]}, r"'q7', document 'a': grade 1.5 is not an integer"),
+        ({"q7": {"a": None}}, {"q7": ["a"]}, r"'q7', document 'a': grade is missing"),
+        ({"q7": {"a": True}}, {"q7": ["a"]}, r"'q7', document 'a': grade True"),
+        ({"q7": {"a": 1}}, {"q7": {"a": math.nan}}, r"'q7', document 'a': score nan"),
+        ({"q7": {"a": 1}}, {"q7": {"b": 1.0, "a": math.inf}}, r"document 'a': score inf"),
+        ({"q7": {"a": 1}}, {"q7": {"a": "high"}}, r"document 'a': score 'high' is not a number"),
+        ({"q7": {"a": 1}}, {"q7": ["a", "b", "a"]}, r"'q7', document 'a': duplicate .* rank 3"),
+        ({"q7": {"a": 1}}, {"q7": "a"}, r"query 'q7': expected"),
+    ],
+)
+def test_bad_input_names_query_and_document(
+    qrels: dict[str, dict[str, int]], run: dict[str, object], fragment: str
+) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        evaluate(qrels, run, ["RR"])  # type: ignore[arg-type]
+
+
+def test_exp_gain_is_refused_in_trec_mode() -> None:
+    with pytest.raises(ValueError, match="linear"):
+        evaluate({"q": {"a": 1}}, {"q": ["a"]}, ["RR"], gain="exp", trec_compat=True)
+
+
+# ---- set-level measures
+
+
+def test_no_result_accuracy() -> None:
+    res = no_result_accuracy(
+        {"u1": [], "u2": ["a"], "a1": ["b"], "a2": []}, unanswerable={"u1", "u2"}
+    )
+    assert (res.correct_empty, res.unanswerable, res.accuracy) == (1, 2, 0.5)
+    assert (res.false_empty, res.answerable, res.false_empty_rate) == (1, 2, 0.5)
+    with pytest.raises(ValueError, match="'u9'"):
+        no_result_accuracy({"u1": []}, unanswerable={"u9"})
+
+
+def test_hard_filter_violations() -> None:
+    bad = {("q1", "b"), ("q2", "a")}
+    found = hard_filter_violations({"q1": ["a", "b"], "q2": ["c"]}, lambda q, d: (q, d) in bad)
+    assert [(v.query_id, v.doc_id, v.rank) for v in found] == [("q1", "b", 2)]
+
+
+def test_grade0_rate_pools_shown_results() -> None:
+    qrels = {"q1": {"a": 0, "b": 2}, "q2": {"c": -1}}
+    rate = grade0_rate_at_k(qrels, {"q1": ["a", "b", "x"], "q2": ["c"]}, k=2)
+    assert rate == pytest.approx(2 / 3)  # a and c of the 3 shown (a, b, c)
+    assert math.isnan(grade0_rate_at_k(qrels, {"q1": []}, k=2))
+
+
+def test_adversarial_rates() -> None:
+    results = {"q1": ["stuffed", "real"], "q2": ["real2", "dup2"], "q3": []}
+    assert adversarial_top1_rate(results, {"stuffed", "dup2"}) == pytest.approx(1 / 3)
+    pairs = {"q1": [("real", "stuffed")], "q2": [("real2", "dup2")], "q3": [("r", "s")]}
+    assert adversarial_resistance_rate(results, pairs) == pytest.approx(1 / 3)
+
+
+def test_provider_concentration() -> None:
+    providers = {"a": "P", "b": "P", "c": "Q", "d": "R"}
+    c = provider_concentration({"q1": ["a", "b", "c", "d"], "q2": ["a"], "q3": []}, providers, 4)
+    assert c.queries == 2
+    assert c.top_share == pytest.approx((0.5 + 1.0) / 2)
+    assert c.hhi == pytest.approx(((0.25 + 0.0625 + 0.0625) + 1.0) / 2)
+    with pytest.raises(ValueError, match="document 'zz'"):
+        provider_concentration({"q": ["zz"]}, providers, 3)
+
+
+def test_jaccard_at_k() -> None:
+    assert jaccard_at_k(["a", "b", "c"], ["b", "a", "d"], 2) == 1.0
+    assert jaccard_at_k(["a", "b", "c"], ["b", "a", "d"], 3) == 0.5
+    assert jaccard_at_k([], [], 5) == 1.0
+    with pytest.raises(ValueError, match="positive"):
+        jaccard_at_k(["a"], ["a"], 0)
+
+
+def _rbo_ext_even(a: list[str], b: list[str], p: float) -> float:
+    # equation 30 of Webber et al. for equal lengths, written from the definition
+    k = len(a)
+    agree = [len(set(a[:d]) & set(b[:d])) / d for d in range(1, k + 1)]
+    return agree[-1] * p**k + (1 - p) / p * sum(agree[d - 1] * p**d for d in range(1, k + 1))
+
+
+def test_rbo() -> None:
+    assert rbo(["a", "b", "c"], ["a", "b", "c"]) == pytest.approx(1.0, abs=1e-12)
+    assert rbo(["a", "b"], ["c", "d"]) == 0.0
+    assert rbo([], []) == 1.0 and rbo(["a"], []) == 0.0
+    a, b = ["a", "b", "c", "d", "e"], ["b", "a", "e", "f", "c"]
+    assert rbo(a, b, 0.8) == pytest.approx(_rbo_ext_even(a, b, 0.8), abs=1e-12)
+    # uneven: S=[a, b], L=[a, c, b]; X1=1, X2=1, X3=2, X_s=1, s=2, l=3, p=0.5
+    p = 0.5
+    body = 1 * p + 1 / 2 * p**2 + 2 / 3 * p**3 + 1 * (3 - 2) / (2 * 3) * p**3
+    expected = (1 - p) / p * body + ((2 - 1) / 3 + 1 / 2) * p**3
+    assert rbo(["a", "b"], ["a", "c", "b"], p) == pytest.approx(expected, abs=1e-12)
+    assert rbo(["a", "c", "b"], ["a", "b"], p) == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(ValueError, match="duplicate"):
+        rbo(["a", "a"], ["a"])
