@@ -1,0 +1,791 @@
+"""The reference engine: index a collection into an isolated PostgreSQL schema and search it.
+
+Profiles (see docs/engine.md for formulas):
+
+- ``lexical``: BM25F in SQL over the fields title, text, meta (tags/provider), url, tool;
+- ``semantic``: all-MiniLM-L6-v2 cosine in pgvector (exact scan below
+  ``DenseParams.exact_below`` documents, HNSW above);
+- ``hybrid``: weighted RRF of the two plus a bounded liveness/settlement prior;
+- ``hybrid_rerank``: the hybrid top ``rerank_depth`` reordered by a configured cross-encoder.
+
+Every response carries the model identity and the no-result decision. Hard filters are the
+x402 layer's SQL predicate (engine/x402.py); query constraint extraction is engine/extract.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_searcheval.collection_model import Asset, Collection, Document
+from pytest_searcheval.engine import bm25, dense, fusion, index, threshold
+from pytest_searcheval.engine.bm25 import BM25FParams
+from pytest_searcheval.engine.dense import DenseParams
+from pytest_searcheval.engine.embed import Embedder
+from pytest_searcheval.engine.fusion import FusionParams
+from pytest_searcheval.engine.rerank import Reranker, configured_path
+from pytest_searcheval.engine.threshold import NoResultRule
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+
+    from pytest_searcheval.engine.isolation import IsolatedSchema
+
+PROFILES: tuple[str, ...] = ("lexical", "semantic", "hybrid", "hybrid_rerank")
+MAX_LIMIT = 1000
+
+#: Fitted by ``Engine.calibrate`` on the dev split (see docs/engine.md for the run that set them).
+DEFAULT_NO_RESULT: dict[str, NoResultRule] = {}
+
+
+class ProfileUnavailable(RuntimeError):
+    """The profile cannot serve (e.g. no cross-encoder configured); the message says why."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Everything that changes a ranking. Frozen; ``describe()`` reports it verbatim."""
+
+    bm25: BM25FParams = field(default_factory=BM25FParams)
+    dense: DenseParams = field(default_factory=DenseParams)
+    fusion: FusionParams = field(default_factory=FusionParams)
+    #: per-profile no-result rules; an absent profile is never cut; ``{}`` disables the cut.
+    no_result: Mapping[str, NoResultRule] = field(default_factory=lambda: dict(DEFAULT_NO_RESULT))
+    reranker_path: str | None = None
+    rerank_depth: int = 30
+    model_path: str | None = None
+    cache_dir: str | None = None
+    embed_batch: int = 64
+    pool_max: int = 4
+    #: measure HNSW recall@10 against exact on this many sampled queries when HNSW is built.
+    recall_sample: int = 50
+
+    def with_no_result(self, rules: Mapping[str, NoResultRule]) -> EngineSettings:
+        return dataclasses.replace(self, no_result=dict(rules))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "bm25": {
+                "k1": self.bm25.k1,
+                "weights": dict(self.bm25.weights),
+                "b": dict(self.bm25.b),
+            },
+            "dense": dataclasses.asdict(self.dense),
+            "fusion": {
+                "k": self.fusion.k,
+                "weights": dict(self.fusion.weights),
+                "prior_gamma": self.fusion.prior_gamma,
+                "depth": self.fusion.depth,
+            },
+            "no_result": {p: dataclasses.asdict(r) for p, r in sorted(self.no_result.items())},
+            "reranker_path": self.reranker_path,
+            "rerank_depth": self.rerank_depth,
+        }
+
+
+# --- documents ------------------------------------------------------------------------------
+
+
+def document_from_record(record: Mapping[str, Any] | Document) -> Document:
+    """A :class:`Document` from a JSON record (``PUT /admin/resources/{id}`` body) or as is."""
+    if isinstance(record, Document):
+        return record
+    doc_id = record.get("id")
+    if not isinstance(doc_id, str) or not doc_id:
+        raise ValueError("document record: field 'id': expected a non-empty string")
+    for key in ("title", "text"):
+        if not isinstance(record.get(key, ""), str):
+            raise ValueError(f"document {doc_id}: field {key!r}: expected a string")
+    for key in ("fields", "sidecar"):
+        if not isinstance(record.get(key) or {}, Mapping):
+            raise ValueError(f"document {doc_id}: field {key!r}: expected an object")
+    x402 = record.get("x402")
+    if x402 is not None and not isinstance(x402, Mapping):
+        raise ValueError(f"document {doc_id}: field 'x402': expected an object or null")
+    return Document(
+        id=doc_id,
+        title=str(record.get("title") or ""),
+        text=str(record.get("text") or ""),
+        fields=dict(record.get("fields") or {}),
+        x402=dict(x402) if x402 is not None else None,
+        sidecar=dict(record.get("sidecar") or {}),
+    )
+
+
+def embedding_text(doc: Document) -> str:
+    """What the bi-encoder sees: title, description, tags/provider, MCP tool name."""
+    texts = index.field_texts(doc.title, doc.text, doc.fields, doc.x402)
+    parts = [texts["title"], texts["text"], texts["meta"], texts["tool"]]
+    return "\n".join(p for p in parts if p.strip())
+
+
+def _resource(doc: Document) -> dict[str, Any]:
+    if doc.x402 is not None:
+        return dict(doc.x402)
+    return {"title": doc.title}
+
+
+# --- the x402 layer (engine/x402.py, engine/extract.py) ---------------------------------------
+
+
+def _module(name: str) -> Any:
+    """engine/x402.py or engine/extract.py, or None while a build ships without them."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"pytest_searcheval.engine.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"pytest_searcheval.engine.{name}":
+            raise
+        return None
+
+
+def _option_rows(doc: Document, assets: Sequence[Asset]) -> list[Mapping[str, Any]]:
+    x402 = _module("x402")
+    if doc.x402 is None or x402 is None:
+        return []
+    return list(x402.option_rows(doc, assets))
+
+
+def _extension_names(doc: Document) -> list[str]:
+    ext = (doc.x402 or {}).get("extensions")
+    return sorted(str(k) for k in ext) if isinstance(ext, Mapping) else []
+
+
+# --- the engine ----------------------------------------------------------------------------
+
+
+class _ServerRef:
+    """Shared server handle: clones use their parent's server; the last close stops it."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.count = 1
+        self.lock = threading.Lock()
+
+    def acquire(self) -> _ServerRef:
+        with self.lock:
+            self.count += 1
+        return self
+
+    def release(self) -> None:
+        with self.lock:
+            self.count -= 1
+            last = self.count == 0
+        if last:
+            self.server.stop()
+
+
+class Engine:
+    """See the module docstring. Build with :meth:`start`; use as a context manager."""
+
+    def __init__(
+        self,
+        *,
+        server: _ServerRef,
+        schema: IsolatedSchema,
+        settings: EngineSettings,
+        embedder: Embedder,
+        reranker: Reranker,
+        assets: Sequence[Asset],
+        owns_embedder: bool = True,
+    ) -> None:
+        self._server = server
+        self._schema = schema
+        self.settings = settings
+        self.embedder = embedder
+        self.reranker = reranker
+        self.assets = list(assets)
+        self._owns_embedder = owns_embedder
+        self._docs: dict[str, Document] = {}
+        self._priors: dict[str, float] = {}
+        self._write_lock = threading.RLock()
+        self._hnsw = False
+        self._recall: dict[str, Any] | None = None
+        self._recall_queries: list[str] = []
+        self.timings: dict[str, float] = {}
+        self._closed = False
+        self.versions: dict[str, str | None] = {}
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        collection: Collection,
+        *,
+        dsn: str | None = None,
+        settings: EngineSettings | None = None,
+        embedder: Embedder | None = None,
+    ) -> Engine:
+        """Open a server (``dsn`` > ``$SEARCHEVAL_DSN`` > embedded), an isolated schema, and
+        index ``collection``. ``embedder`` lets several engines share one model and cache."""
+        from pytest_searcheval.engine import db
+
+        settings = settings or EngineSettings()
+        t0 = time.perf_counter()
+        server = _ServerRef(db.open_server(dsn))
+        try:
+            engine = cls._open(server, collection.assets, settings, embedder)
+        except BaseException:
+            server.release()
+            raise
+        engine.timings["server_seconds"] = time.perf_counter() - t0
+        try:
+            engine._recall_queries = [q.text for q in collection.queries.values()]
+            engine._seed(list(collection.documents.values()))
+        except BaseException:
+            engine.close()
+            raise
+        return engine
+
+    @classmethod
+    def _open(
+        cls,
+        server: _ServerRef,
+        assets: Sequence[Asset],
+        settings: EngineSettings,
+        embedder: Embedder | None,
+    ) -> Engine:
+        import psycopg
+
+        from pytest_searcheval.engine import db
+        from pytest_searcheval.engine.isolation import IsolatedSchema
+
+        owns = embedder is None
+        if embedder is None:
+            embedder = Embedder(
+                Path(settings.model_path) if settings.model_path else None,
+                cache_dir=Path(settings.cache_dir) if settings.cache_dir else None,
+                batch_size=settings.embed_batch,
+            )
+        dsn = server.server.dsn
+        schema = IsolatedSchema(
+            dsn, params={"embedding_dim": embedder.dimensions}, pool_max=settings.pool_max
+        )
+        schema.open()
+        try:
+            reranker = Reranker(configured_path(settings.reranker_path))
+            if reranker.unavailable is None:
+                reranker.load()
+            engine = cls(
+                server=server,
+                schema=schema,
+                settings=settings,
+                embedder=embedder,
+                reranker=reranker,
+                assets=assets,
+                owns_embedder=owns,
+            )
+            with psycopg.connect(dsn) as conn:
+                engine.versions = db.server_versions(conn)
+        except BaseException:
+            schema.close()
+            raise
+        engine.timings.update(schema.timings)
+        return engine
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop the run schema, release the server (stopped if embedded and last), close cache."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._schema.close()
+        finally:
+            try:
+                if self._owns_embedder:
+                    self.embedder.close()
+            finally:
+                self._server.release()
+
+    @property
+    def schema_name(self) -> str:
+        return self._schema.name
+
+    @property
+    def dsn(self) -> str:
+        return str(self._schema.dsn)
+
+    # -- indexing -------------------------------------------------------------------------------
+
+    def _seed(self, docs: Sequence[Document]) -> None:
+        t0 = time.perf_counter()
+        vectors = self.embedder.embed([embedding_text(d) for d in docs])
+        t1 = time.perf_counter()
+        with self._write_lock, self._schema.connection() as conn:
+            with conn.transaction():
+                self._write(conn, docs, vectors)
+                self._refresh_stats(conn)
+            t2 = time.perf_counter()
+            for doc in docs:
+                self._docs[doc.id] = doc
+            self._refresh_priors()
+            self._maybe_hnsw(conn)
+        self.timings.update(
+            embed_seconds=t1 - t0, write_seconds=t2 - t1, index_seconds=time.perf_counter() - t0
+        )
+
+    def _write(
+        self,
+        conn: psycopg.Connection[Any],
+        docs: Sequence[Document],
+        vectors: Sequence[Any],
+    ) -> None:
+        if not docs:
+            return
+        with conn.cursor() as cur:
+            with cur.copy(
+                "COPY documents (id, title, body, fields, x402, sidecar, doc_type, liveness,"
+                " settlements) FROM STDIN"
+            ) as cp:
+                for d in docs:
+                    settlements = d.sidecar.get("settlements")
+                    cp.write_row(
+                        (
+                            d.id,
+                            d.title,
+                            d.text,
+                            json.dumps(d.fields),
+                            None if d.x402 is None else json.dumps(d.x402),
+                            json.dumps(d.sidecar),
+                            (d.x402 or {}).get("type") if d.x402 is not None else None,
+                            d.sidecar.get("liveness"),
+                            settlements if isinstance(settlements, int) else None,
+                        )
+                    )
+            option_rows = [(d, _option_rows(d, self.assets)) for d in docs if d.x402 is not None]
+            columns: list[str] | None = None
+            for _, rows in option_rows:
+                if rows:
+                    columns = list(rows[0].keys())
+                    break
+            if columns is not None:
+                from psycopg import sql as _sql
+
+                stmt = _sql.SQL("COPY payment_options ({}) FROM STDIN").format(
+                    _sql.SQL(", ").join(_sql.Identifier(c) for c in columns)
+                )
+                with cur.copy(stmt) as cp:
+                    for _, opts in option_rows:
+                        for opt in opts:
+                            cp.write_row(tuple(_copy_value(opt.get(c)) for c in columns))
+            with cur.copy("COPY extensions (doc_id, name) FROM STDIN") as cp:
+                for d in docs:
+                    for name in _extension_names(d):
+                        cp.write_row((d.id, name))
+            with (
+                cur.copy("COPY terms (doc_id, field, term, tf) FROM STDIN") as cp_terms,
+            ):
+                lengths: list[tuple[str, str, int]] = []
+                for d in docs:
+                    per_field = index.field_terms(
+                        index.field_texts(d.title, d.text, d.fields, d.x402)
+                    )
+                    for fname, counts in per_field.items():
+                        lengths.append((d.id, fname, sum(counts.values())))
+                        for term, tf in counts.items():
+                            cp_terms.write_row((d.id, fname, term, tf))
+            with cur.copy("COPY doc_lengths (doc_id, field, len) FROM STDIN") as cp:
+                for row in lengths:
+                    cp.write_row(row)
+            with cur.copy("COPY embeddings (doc_id, model, embedding) FROM STDIN") as cp:
+                for d, vec in zip(docs, vectors, strict=True):
+                    if vec is not None:
+                        cp.write_row((d.id, self.embedder.model_id, dense.vector_literal(vec)))
+
+    def _refresh_stats(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute("DELETE FROM field_stats")
+        conn.execute(
+            "INSERT INTO field_stats (field, doc_count, total_len)"
+            " SELECT field, count(*), sum(len) FROM doc_lengths GROUP BY field"
+        )
+        conn.execute("ANALYZE terms")
+        conn.execute("ANALYZE doc_lengths")
+
+    def _refresh_priors(self) -> None:
+        top = fusion.max_settlements([d.sidecar for d in self._docs.values()])
+        self._priors = {i: fusion.prior_signal(d.sidecar, top) for i, d in self._docs.items()}
+
+    def _maybe_hnsw(self, conn: psycopg.Connection[Any]) -> None:
+        if len(self._docs) < self.settings.dense.exact_below:
+            if self._hnsw:
+                dense.drop_hnsw(conn)
+                conn.commit()
+                self._hnsw = False
+                self._recall = None
+            return
+        if not self._hnsw:
+            seconds = dense.ensure_hnsw(conn, self.settings.dense)
+            conn.commit()
+            self._hnsw = True
+            self.timings["hnsw_build_seconds"] = seconds
+            self._recall = None
+            if self.settings.recall_sample > 0:
+                self.measure_hnsw_recall(sample=self.settings.recall_sample)
+
+    def upsert(self, record: Mapping[str, Any] | Document) -> None:
+        """Insert or replace one document (postings, options, embedding, statistics)."""
+        doc = document_from_record(record)
+        vec = self.embedder.embed([embedding_text(doc)])
+        with self._write_lock, self._schema.connection() as conn:
+            with conn.transaction():
+                conn.execute("DELETE FROM documents WHERE id = %s", (doc.id,))
+                self._write(conn, [doc], vec)
+                self._refresh_stats(conn)
+            self._docs[doc.id] = doc
+            self._refresh_priors()
+            self._maybe_hnsw(conn)
+
+    def delete(self, doc_id: str) -> bool:
+        """Remove a document everywhere (cascades to postings etc.). True if it existed."""
+        with self._write_lock, self._schema.connection() as conn:
+            with conn.transaction():
+                cur = conn.execute("DELETE FROM documents WHERE id = %s", (doc_id,))
+                existed = cur.rowcount > 0
+                self._refresh_stats(conn)
+            self._docs.pop(doc_id, None)
+            self._refresh_priors()
+            self._maybe_hnsw(conn)
+        return existed
+
+    def reindex(self) -> None:
+        """Rebuild every index table of this schema from the documents held by the engine."""
+        docs = list(self._docs.values())
+        with self._write_lock:
+            with self._schema.connection() as conn, conn.transaction():
+                conn.execute("DELETE FROM documents")
+                if self._hnsw:
+                    dense.drop_hnsw(conn)
+            self._hnsw = False
+            self._docs.clear()
+            self._seed(docs)
+
+    def clone(self) -> Engine:
+        """A new engine on a new isolated schema with a copy of this one's tables (same server)."""
+        from psycopg import sql as _sql
+
+        clone = Engine._open(self._server.acquire(), self.assets, self.settings, self.embedder)
+        clone._recall_queries = self._recall_queries
+        try:
+            with self._write_lock, clone._schema.connection() as conn:
+                with conn.transaction():
+                    for table in (
+                        "documents",
+                        "payment_options",
+                        "extensions",
+                        "terms",
+                        "doc_lengths",
+                        "field_stats",
+                        "embeddings",
+                    ):
+                        conn.execute(
+                            _sql.SQL("INSERT INTO {} SELECT * FROM {}").format(
+                                _sql.Identifier(table), _sql.Identifier(self.schema_name, table)
+                            )
+                        )
+                    conn.execute("ANALYZE")
+                clone._docs = dict(self._docs)
+                clone._refresh_priors()
+                clone._maybe_hnsw(conn)
+        except BaseException:
+            clone.close()
+            raise
+        return clone
+
+    # -- describing -----------------------------------------------------------------------------
+
+    def profiles(self) -> dict[str, str | None]:
+        """Profile name -> None when usable, else the reason it is unavailable."""
+        semantic: str | None = None
+        if self._docs and self.embedder.stats.failures >= len(self._docs):
+            semantic = "every document embedding failed"
+        return {
+            "lexical": None,
+            "semantic": semantic,
+            "hybrid": semantic,
+            "hybrid_rerank": semantic or self.reranker.unavailable,
+        }
+
+    def model_info(self) -> dict[str, Any]:
+        return self.embedder.info()
+
+    def measure_hnsw_recall(self, *, sample: int = 50, k: int = 10) -> dict[str, Any]:
+        """HNSW recall@k against exact search; queries = collection queries, else documents."""
+        texts = self._recall_queries[:sample]
+        if len(texts) < sample:
+            texts += [embedding_text(d) for d in list(self._docs.values())[: sample - len(texts)]]
+        vectors = [v for v in self.embedder.embed(texts) if v is not None]
+        with self._schema.connection() as conn:
+            report = dense.hnsw_recall(conn, vectors, k=k, ef_search=self.settings.dense.ef_search)
+        self._recall = report.as_dict()
+        return self._recall
+
+    def describe(self) -> dict[str, Any]:
+        with self._schema.connection() as conn:
+            counts = conn.execute(
+                "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM terms),"
+                " (SELECT count(*) FROM embeddings)"
+            ).fetchone()
+        n_docs, n_postings, n_vectors = counts if counts is not None else (0, 0, 0)
+        return {
+            "engine": "pytest-searcheval reference engine",
+            "schema": self.schema_name,
+            "server": getattr(self._server.server, "source", "unknown"),
+            **self.versions,
+            "documents": int(n_docs),
+            "postings": int(n_postings),
+            "embeddings": int(n_vectors),
+            "model": self.model_info(),
+            "embedding_cache": {
+                "dir": str(self.embedder.cache_dir),
+                "hits": self.embedder.stats.cache_hits,
+                "misses": self.embedder.stats.cache_misses,
+                "model_loaded": self.embedder.model_loaded,
+            },
+            "analyzer": "nfkc+casefold, strip accents, split non-alphanumerics, stop, porter",
+            "dense": {
+                "mode": "hnsw" if self._hnsw else "exact",
+                "hnsw_recall": self._recall,
+            },
+            "reranker": self.reranker.info(),
+            "profiles": self.profiles(),
+            "settings": self.settings.as_dict(),
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+        }
+
+    # -- searching ------------------------------------------------------------------------------
+
+    def search(
+        self,
+        q: str,
+        *,
+        profile: str = "hybrid",
+        limit: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        extract: bool = True,
+    ) -> dict[str, Any]:
+        """The ``/discovery/search`` body; raises ``ProfileUnavailable`` / ``ValueError``."""
+        return self._search(q, profile=profile, limit=limit, filters=filters, extract=extract)
+
+    def _filters(
+        self, q: str, filters: Mapping[str, Any] | None, extract: bool
+    ) -> tuple[str, Any, dict[str, Any]]:
+        """(query text to rank with, applied ``x402.Filters`` or None, extracted filters).
+
+        Explicit filters beat extracted ones key by key; invalid values raise
+        ``x402.FilterError`` (a ValueError naming the field).
+        """
+        x402 = _module("x402")
+        if x402 is None:
+            return q, None, {}
+        explicit = x402.parse_filters(filters, self.assets)
+        extracted: dict[str, Any] = {}
+        text = q
+        _extract = _module("extract") if extract else None
+        if _extract is not None:
+            found = _extract.extract(q, self.assets)
+            found_filters = x402.parse_filters(found.filters, self.assets)
+            extracted = found_filters.to_dict()
+            explicit = explicit.merged_over(found_filters)
+            text = found.text or q
+        return text, explicit, extracted
+
+    def _candidates(self, applied: Any) -> tuple[sql.Composable | None, dict[str, Any]]:
+        """The hard-filter predicate as a sub-query of candidate ``doc_id``s (None: no filter)."""
+        if applied is None or not applied:
+            return None, {}
+        from psycopg import sql as _sql
+
+        x402 = _module("x402")
+        fragment, params = x402.to_sql(applied, doc="d", prefix="xf_")
+        query = _sql.SQL("SELECT d.id AS doc_id FROM documents d WHERE ") + _sql.SQL(fragment)
+        return query, dict(params)
+
+    def _search(
+        self,
+        q: str,
+        *,
+        profile: str,
+        limit: int,
+        filters: Mapping[str, Any] | None,
+        extract: bool,
+        apply_threshold: bool = True,
+    ) -> dict[str, Any]:
+        started = time.perf_counter()
+        if profile not in PROFILES:
+            raise ValueError(f"profile: expected one of {', '.join(PROFILES)}, got {profile!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+            raise ValueError(f"limit: expected an integer in [1, {MAX_LIMIT}], got {limit!r}")
+        reason = self.profiles()[profile]
+        if reason is not None:
+            raise ProfileUnavailable(f"profile {profile} is unavailable: {reason}")
+        text, applied, extracted = self._filters(q, filters, extract)
+        candidates, cand_params = self._candidates(applied)
+        use_lex = profile != "semantic"
+        use_dense = profile != "lexical"
+        depth = limit
+        if profile in ("hybrid", "hybrid_rerank"):
+            depth = max(limit, self.settings.fusion.depth, self.settings.rerank_depth)
+        qvec = self.embedder.embed_one(text) if use_dense else None
+        lex: list[bm25.LexicalHit] = []
+        total_idf = 0.0
+        sem: list[dense.DenseHit] = []
+        with self._schema.connection() as conn, conn.transaction():
+            if use_lex:
+                lex, total_idf = bm25.search(
+                    conn,
+                    index.query_terms(text),
+                    self.settings.bm25,
+                    n_docs=len(self._docs),
+                    limit=depth,
+                    candidates=candidates,
+                    candidate_params=cand_params,
+                )
+            if use_dense and qvec is not None:
+                sem = dense.search(
+                    conn,
+                    qvec,
+                    limit=depth,
+                    exact=not self._hnsw,
+                    ef_search=max(self.settings.dense.ef_search, depth),
+                    candidates=candidates,
+                    candidate_params=cand_params,
+                )
+        ranked: list[tuple[str, float]]
+        if profile == "lexical":
+            ranked = [(h.doc_id, h.score) for h in lex]
+        elif profile == "semantic":
+            ranked = [(h.doc_id, h.score) for h in sem]
+        else:
+            ranked = fusion.rrf(
+                {"lexical": [h.doc_id for h in lex], "semantic": [h.doc_id for h in sem]},
+                self.settings.fusion,
+                self._priors,
+            )
+            if profile == "hybrid_rerank":
+                ranked = self._rerank(text, ranked)
+        cos = sem[0].score if sem else None
+        coverage = (
+            (max((h.matched_idf for h in lex), default=0.0) / total_idf if total_idf > 0 else 0.0)
+            if use_lex
+            else None
+        )
+        rule = self.settings.no_result.get(profile)
+        confidence = rule.confidence(cos, coverage) if rule is not None else None
+        no_result = bool(apply_threshold and rule is not None and rule.suppress(cos, coverage))
+        if not ranked:
+            no_result = True
+        results = (
+            []
+            if no_result
+            else [
+                {"id": d, "score": round(s, 6), "resource": _resource(self._docs[d])}
+                for d, s in ranked[:limit]
+                if d in self._docs
+            ]
+        )
+        return {
+            "query": q,
+            "profile": profile,
+            "results": results,
+            "filters": {
+                "applied": applied.to_dict() if applied is not None else {},
+                "extracted": extracted,
+            },
+            "no_result": no_result,
+            "confidence": {
+                "cos": None if cos is None else round(cos, 6),
+                "coverage": None if coverage is None else round(coverage, 6),
+                "value": None if confidence is None else round(confidence, 6),
+                "threshold": None if rule is None else rule.tau,
+            },
+            "model": self.model_info(),
+            "latency_ms": round((time.perf_counter() - started) * 1000.0, 3),
+        }
+
+    def _rerank(self, text: str, ranked: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        depth = self.settings.rerank_depth
+        head = ranked[:depth]
+        docs = [self._docs[d] for d, _ in head if d in self._docs]
+        scores = self.reranker.score(text, [f"{d.title}. {d.text}" for d in docs])
+        reranked = sorted(
+            zip([d.id for d in docs], scores, strict=True), key=lambda x: (-x[1], x[0])
+        )
+        floor = min(scores, default=0.0)
+        # The tail keeps hybrid order strictly below the reranked head.
+        tail = [(d, floor - 1.0 - i) for i, (d, _) in enumerate(ranked[depth:])]
+        return reranked + tail
+
+    # -- calibration --------------------------------------------------------------------------
+
+    def threshold_samples(
+        self,
+        collection: Collection,
+        *,
+        split: str = "dev",
+        profiles: Sequence[str] = ("lexical", "semantic", "hybrid"),
+        level: int = 2,
+    ) -> dict[str, list[threshold.Sample]]:
+        """Confidence features of every no-result and answerable query of ``split``."""
+        queries = collection.queries_in(split)
+        answerable = threshold.answerable_ids(
+            collection.judgments, [q.id for q in queries], level=level
+        )
+        out: dict[str, list[threshold.Sample]] = {p: [] for p in profiles}
+        for query in queries:
+            is_nr = query.query_class == "no-result" or bool(query.expect.get("no_result"))
+            if not is_nr and query.id not in answerable:
+                continue
+            for p in profiles:
+                if self.profiles()[p] is not None:
+                    continue
+                body = self._search(
+                    query.text,
+                    profile=p,
+                    limit=10,
+                    filters=query.constraints or None,
+                    extract=False,
+                    apply_threshold=False,
+                )
+                conf = body["confidence"]
+                out[p].append(threshold.Sample(query.id, conf["cos"], conf["coverage"], not is_nr))
+        return {p: s for p, s in out.items() if s}
+
+    def calibrate(
+        self,
+        collection: Collection,
+        *,
+        split: str = "dev",
+        max_answerable_loss: float = 0.02,
+        profiles: Sequence[str] = ("lexical", "semantic", "hybrid", "hybrid_rerank"),
+    ) -> dict[str, threshold.Fit]:
+        """Fit no-result rules on ``split`` and install them in this engine's settings."""
+        usable = [p for p in profiles if self.profiles()[p] is None]
+        samples = self.threshold_samples(collection, split=split, profiles=usable)
+        fits = threshold.calibrate(samples, max_answerable_loss=max_answerable_loss)
+        self.settings = self.settings.with_no_result({p: f.rule for p, f in fits.items()})
+        return fits
+
+
+def _copy_value(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return value
+
+
+def iter_profiles() -> Iterator[str]:
+    yield from PROFILES

@@ -1,0 +1,88 @@
+"""Weighted reciprocal rank fusion plus a bounded catalog prior.
+
+RRF (Cormack, Clarke & Buettcher, SIGIR 2009), weighted::
+
+    rrf(d) = sum_s  w_s / (k + rank_s(d))            rank starts at 1; absent lists add 0
+
+Prior from the catalog's own operating signal (sidecar ``liveness`` and ``settlements``; never
+``category``/``capability``, which would leak the ground truth)::
+
+    live(d)   = 1.0 live | 0.5 degraded or unknown | 0.0 stale
+    settle(d) = ln(1 + settlements(d)) / ln(1 + max_d' settlements(d'))     (0 when max is 0)
+    prior(d)  = eps * (live(d) + settle(d)) / 2,   eps = gamma * min_s w_s / ((k + 1) (k + 2))
+
+``1 / ((k+1)(k+2))`` is the RRF gap between ranks 1 and 2 of one list, so with ``gamma < 1`` the
+prior can never overturn a one-rank lead at the top of a list: it only reorders near-ties
+(documents whose fused scores differ by less than ``eps``). Default ``gamma = 0.5``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+LIVENESS = {"live": 1.0, "degraded": 0.5, "stale": 0.0}
+
+
+@dataclass(frozen=True)
+class FusionParams:
+    k: int = 60
+    weights: Mapping[str, float] = field(default_factory=lambda: {"lexical": 1.0, "semantic": 1.0})
+    prior_gamma: float = 0.5
+    depth: int = 100
+
+    def __post_init__(self) -> None:
+        if self.k < 0:
+            raise ValueError(f"FusionParams.k: expected >= 0, got {self.k}")
+        if not 0.0 <= self.prior_gamma < 1.0:
+            raise ValueError(
+                f"FusionParams.prior_gamma: expected 0 <= gamma < 1, got {self.prior_gamma}"
+            )
+
+    @property
+    def prior_eps(self) -> float:
+        positive = [w for w in self.weights.values() if w > 0]
+        w_min = min(positive) if positive else 0.0
+        return self.prior_gamma * w_min / ((self.k + 1) * (self.k + 2))
+
+
+def prior_signal(sidecar: Mapping[str, Any] | None, max_settlements: int) -> float:
+    """(live + settle) / 2 in [0, 1]; see the module docstring. Generic docs get 0.25."""
+    sidecar = sidecar or {}
+    liveness = sidecar.get("liveness")
+    live = LIVENESS.get(liveness, 0.5) if isinstance(liveness, str) else 0.5
+    raw = sidecar.get("settlements")
+    settlements = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 0
+    settle = math.log1p(settlements) / math.log1p(max_settlements) if max_settlements > 0 else 0.0
+    return (live + settle) / 2.0
+
+
+def max_settlements(sidecars: Sequence[Mapping[str, Any] | None]) -> int:
+    best = 0
+    for sc in sidecars:
+        raw = (sc or {}).get("settlements")
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            best = max(best, raw)
+    return best
+
+
+def rrf(
+    rankings: Mapping[str, Sequence[str]],
+    params: FusionParams,
+    priors: Mapping[str, float] | None = None,
+) -> list[tuple[str, float]]:
+    """Fused (doc_id, score) pairs, best first; ties broken by doc id for determinism."""
+    scores: dict[str, float] = {}
+    for name, ranking in rankings.items():
+        weight = params.weights.get(name, 0.0)
+        if weight <= 0:
+            continue
+        for rank, doc_id in enumerate(ranking[: params.depth], start=1):
+            scores[doc_id] = scores.get(doc_id, 0.0) + weight / (params.k + rank)
+    if priors:
+        eps = params.prior_eps
+        for doc_id in scores:
+            scores[doc_id] += eps * priors.get(doc_id, 0.0)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))

@@ -1,0 +1,242 @@
+"""Text analysis and field extraction for the lexical index.
+
+Analyzer (the same chain for documents and queries):
+
+1. Unicode NFKC normalisation, then ``str.casefold`` (lowercase that also folds German sharp s);
+   combining marks are dropped after an NFKD pass so ``café`` and ``cafe`` meet.
+2. Split on every run of characters that are not letters or digits (``[^\\w]|_``), so URL paths,
+   snake_case tool names and kebab-case ids split into words.
+3. Drop English stopwords (the classic 33-word Lucene/Elasticsearch ``_english_`` list plus a few
+   query fillers) and tokens longer than 40 characters (hashes, addresses).
+4. Stem with the Porter (1980) algorithm, implemented in this module (original rules, no Snowball
+   revisions), so ``forecasts`` / ``forecasting`` -> ``forecast``.
+
+Fields (generic documents have ``id``, ``title``, ``text``, free ``fields``; x402 listings add):
+
+- ``title``: the title.
+- ``text``: the description prose (``text``; ``x402.description`` when it differs and adds words).
+- ``meta``: tags and provider from ``fields`` (any string or list-of-strings value of ``fields``).
+- ``url``: path segments of ``x402.resource`` (host words included, the ``.example`` TLD dropped).
+- ``tool``: the MCP tool name (``x402.tool.name``) and server.
+
+The sidecar is never indexed: it carries ground-truth-adjacent labels.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
+
+FIELDS: tuple[str, ...] = ("title", "text", "meta", "url", "tool")
+
+_LUCENE_STOP = (
+    "a an and are as at be but by for if in into is it no not of on or such that the their then "
+    "there these they this to was will with"
+)
+_QUERY_FILLERS = "i me my we our you your can could would should please want need find some any"
+#: Lucene EnglishAnalyzer / Elasticsearch ``_english_`` stop set plus query fillers.
+STOPWORDS: frozenset[str] = frozenset(_LUCENE_STOP.split() + _QUERY_FILLERS.split())
+
+_SPLIT = re.compile(r"[\W_]+", re.UNICODE)
+_MAX_TOKEN = 40
+
+
+def _fold(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def tokenize(text: str) -> list[str]:
+    """Normalised tokens before stopping and stemming."""
+    return [t for t in _SPLIT.split(_fold(text)) if t and len(t) <= _MAX_TOKEN]
+
+
+def analyze(text: str) -> list[str]:
+    """The full analyzer chain: normalise, split, stop, stem. Order is preserved."""
+    return [stem(t) for t in tokenize(text) if t not in STOPWORDS]
+
+
+# --- Porter stemmer (M.F. Porter, "An algorithm for suffix stripping", 1980) -----------------
+
+
+def _is_cons(w: str, i: int) -> bool:
+    c = w[i]
+    if c in "aeiou":
+        return False
+    if c == "y":
+        return i == 0 or not _is_cons(w, i - 1)
+    return True
+
+
+def _measure(stem_: str) -> int:
+    """m in [C](VC)^m[V]."""
+    m = 0
+    prev_vowel = False
+    for i in range(len(stem_)):
+        cons = _is_cons(stem_, i)
+        if cons and prev_vowel:
+            m += 1
+        prev_vowel = not cons
+    return m
+
+
+def _has_vowel(stem_: str) -> bool:
+    return any(not _is_cons(stem_, i) for i in range(len(stem_)))
+
+
+def _double_cons(w: str) -> bool:
+    return len(w) >= 2 and w[-1] == w[-2] and _is_cons(w, len(w) - 1)
+
+
+def _cvc(w: str) -> bool:
+    if len(w) < 3:
+        return False
+    return (
+        _is_cons(w, len(w) - 3)
+        and not _is_cons(w, len(w) - 2)
+        and _is_cons(w, len(w) - 1)
+        and w[-1] not in "wxy"
+    )
+
+
+_STEP2 = (
+    ("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
+    ("abli", "able"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous"),
+    ("ization", "ize"), ("ation", "ate"), ("ator", "ate"), ("alism", "al"), ("iveness", "ive"),
+    ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"),
+)  # fmt: skip
+_STEP3 = (
+    ("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"),
+    ("ful", ""), ("ness", ""),
+)  # fmt: skip
+_STEP4 = (
+    "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou",
+    "ism", "ate", "iti", "ous", "ive", "ize",
+)  # fmt: skip
+
+
+def _replace(w: str, rules: Iterable[tuple[str, str]], min_m: int) -> str:
+    for suffix, repl in rules:
+        if w.endswith(suffix):
+            base = w[: -len(suffix)]
+            return base + repl if _measure(base) > min_m - 1 else w
+    return w
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """Porter stem of a lowercase word; words of 1-2 letters and non-ASCII words are kept."""
+    if len(word) <= 2 or not word.isascii() or not word.isalpha():
+        return word
+    w = word
+    # step 1a
+    if w.endswith(("sses", "ies")):
+        w = w[:-2]
+    elif w.endswith("ss"):
+        pass
+    elif w.endswith("s"):
+        w = w[:-1]
+    # step 1b
+    step1b_extra = False
+    if w.endswith("eed"):
+        if _measure(w[:-3]) > 0:
+            w = w[:-1]
+    elif w.endswith("ed") and _has_vowel(w[:-2]):
+        w = w[:-2]
+        step1b_extra = True
+    elif w.endswith("ing") and _has_vowel(w[:-3]):
+        w = w[:-3]
+        step1b_extra = True
+    if step1b_extra:
+        if w.endswith(("at", "bl", "iz")):
+            w += "e"
+        elif _double_cons(w) and w[-1] not in "lsz":
+            w = w[:-1]
+        elif _measure(w) == 1 and _cvc(w):
+            w += "e"
+    # step 1c
+    if w.endswith("y") and _has_vowel(w[:-1]):
+        w = w[:-1] + "i"
+    w = _replace(w, _STEP2, 1)
+    w = _replace(w, _STEP3, 1)
+    # step 4
+    for suffix in _STEP4:
+        if w.endswith(suffix):
+            base = w[: -len(suffix)]
+            if _measure(base) > 1 and (suffix != "ion" or base.endswith(("s", "t"))):
+                w = base
+            break
+    # step 5
+    if w.endswith("e"):
+        base = w[:-1]
+        m = _measure(base)
+        if m > 1 or (m == 1 and not _cvc(base)):
+            w = base
+    if _measure(w) > 1 and _double_cons(w) and w.endswith("l"):
+        w = w[:-1]
+    return w
+
+
+# --- field extraction ---------------------------------------------------------------------
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, str):
+                yield item
+
+
+def _url_words(resource: str) -> str:
+    try:
+        parts = urlsplit(resource)
+    except ValueError:
+        return resource
+    host = [h for h in (parts.hostname or "").split(".") if h not in ("www", "example", "com")]
+    return " ".join([*host, parts.path])
+
+
+def field_texts(
+    title: str, text: str, fields: Mapping[str, Any], x402: Mapping[str, Any] | None
+) -> dict[str, str]:
+    """Raw text per indexed field (see the module docstring)."""
+    meta = " ".join(s for value in fields.values() for s in _strings(value))
+    body = text
+    url = ""
+    tool = ""
+    if x402:
+        description = x402.get("description")
+        if isinstance(description, str) and description.strip() and description not in text:
+            body = f"{text}\n{description}"
+        resource = x402.get("resource")
+        if isinstance(resource, str):
+            url = _url_words(resource)
+        tool_obj = x402.get("tool")
+        if isinstance(tool_obj, Mapping):
+            tool = " ".join(
+                s for key in ("name", "server") for s in _strings(tool_obj.get(key)) if s
+            )
+    return {"title": title, "text": body, "meta": meta, "url": url, "tool": tool}
+
+
+def field_terms(texts: Mapping[str, str]) -> dict[str, Counter[str]]:
+    """Term frequencies per field after analysis; empty fields are omitted."""
+    out: dict[str, Counter[str]] = {}
+    for name, raw in texts.items():
+        terms = analyze(raw) if raw else []
+        if terms:
+            out[name] = Counter(terms)
+    return out
+
+
+def query_terms(query: str) -> Counter[str]:
+    """Analyzed query terms with their query frequency."""
+    return Counter(analyze(query))

@@ -1,0 +1,185 @@
+"""The no-result threshold: a calibrated confidence under which the engine answers nothing.
+
+Features of one query, measured after hard filters, before the cut-off:
+
+- ``cos``: the best dense cosine similarity between the query and any candidate document
+  (all-MiniLM-L6-v2, normalised vectors; in [-1, 1], in practice [0, 1]);
+- ``coverage``: lexical coverage, the idf-weighted share of the query's analyzed terms that the
+  best-covering lexical candidate contains: ``max_d sum_{t in q ∩ d} idf(t) / sum_{t in q} idf(t)``
+  (terms unseen in the corpus count with df = 0, i.e. maximal idf). 0 when the query has no
+  indexable term.
+
+Rule per profile: ``confidence = w_cos * cos + w_cov * coverage``; the engine returns no result
+iff ``confidence < tau``. Profiles use the features they compute anyway: ``lexical`` coverage
+only (it must not pay for a query embedding), ``semantic`` cos only, the hybrids both.
+
+Calibration (:func:`calibrate`), on the dev split of a collection, queries of class ``no-result``
+(or ``expect.no_result``) against answerable queries (at least one judged grade >= 2):
+for every weight ``w_cos`` on a grid of step 0.05 (``w_cov = 1 - w_cos``; fixed for one-feature
+profiles) and every cut ``tau`` between consecutive observed confidences, compute
+
+    no_result_accuracy = share of no-result queries with confidence < tau
+    answerable_kept    = share of answerable queries with confidence >= tau
+
+and keep the candidates with ``answerable_kept >= 1 - max_answerable_loss`` (default 0.02, and
+never fewer kept than ``all but floor(loss * n)`` queries). Among them maximise
+no_result_accuracy, then answerable_kept, then the margin (distance from ``tau`` to the nearest
+observed confidence); ``tau`` is the midpoint of its gap. The fitted rules serialise to JSON and
+are loaded by ``EngineSettings``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROFILE_FEATURES: dict[str, tuple[bool, bool]] = {
+    # profile: (uses cos, uses coverage)
+    "lexical": (False, True),
+    "semantic": (True, False),
+    "hybrid": (True, True),
+    "hybrid_rerank": (True, True),
+}
+
+
+@dataclass(frozen=True)
+class NoResultRule:
+    """``confidence = w_cos * cos + w_cov * coverage``; no result iff ``confidence < tau``."""
+
+    w_cos: float
+    w_cov: float
+    tau: float
+
+    def confidence(self, cos: float | None, coverage: float | None) -> float:
+        return self.w_cos * (cos or 0.0) + self.w_cov * (coverage or 0.0)
+
+    def suppress(self, cos: float | None, coverage: float | None) -> bool:
+        return self.confidence(cos, coverage) < self.tau
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One calibration query: its features under one profile and whether it is answerable."""
+
+    query_id: str
+    cos: float | None
+    coverage: float | None
+    answerable: bool
+
+
+@dataclass(frozen=True)
+class Fit:
+    profile: str
+    rule: NoResultRule
+    no_result_accuracy: float
+    answerable_kept: float
+    margin: float
+    n_no_result: int
+    n_answerable: int
+    suppressed_answerable: list[str] = field(default_factory=list)
+    answered_no_result: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["rule"] = asdict(self.rule)
+        return data
+
+
+def _grid(uses: tuple[bool, bool], step: float) -> list[tuple[float, float]]:
+    use_cos, use_cov = uses
+    if use_cos and use_cov:
+        n = round(1 / step)
+        return [(i / n, 1 - i / n) for i in range(n + 1)]
+    return [(1.0, 0.0)] if use_cos else [(0.0, 1.0)]
+
+
+def fit_profile(
+    profile: str,
+    samples: Sequence[Sample],
+    *,
+    max_answerable_loss: float = 0.02,
+    step: float = 0.05,
+) -> Fit:
+    """Fit one profile's rule (see the module docstring for the objective)."""
+    pos = [s for s in samples if s.answerable]
+    neg = [s for s in samples if not s.answerable]
+    if not pos or not neg:
+        raise ValueError(
+            f"calibrate {profile}: need answerable and no-result queries, got "
+            f"{len(pos)} answerable and {len(neg)} no-result"
+        )
+    allowed_loss = math.floor(max_answerable_loss * len(pos) + 1e-9)
+    best: tuple[tuple[float, float, float], NoResultRule] | None = None
+    for w_cos, w_cov in _grid(PROFILE_FEATURES[profile], step):
+        pos_c = sorted(w_cos * (s.cos or 0.0) + w_cov * (s.coverage or 0.0) for s in pos)
+        neg_c = sorted(w_cos * (s.cos or 0.0) + w_cov * (s.coverage or 0.0) for s in neg)
+        values = sorted(set(pos_c) | set(neg_c))
+        cuts = [values[0] - 0.05] + [(a + b) / 2 for a, b in itertools.pairwise(values)]
+        for tau in cuts:
+            lost = sum(1 for c in pos_c if c < tau)
+            if lost > allowed_loss:
+                break  # cuts ascend: every later cut loses at least as many
+            caught = sum(1 for c in neg_c if c < tau)
+            margin = min(abs(tau - v) for v in values)
+            key = (caught / len(neg), 1 - lost / len(pos), margin)
+            if best is None or key > best[0]:
+                best = (key, NoResultRule(round(w_cos, 4), round(w_cov, 4), round(tau, 6)))
+    assert best is not None  # the lowest cut loses nothing
+    rule = best[1]
+    return Fit(
+        profile=profile,
+        rule=rule,
+        no_result_accuracy=best[0][0],
+        answerable_kept=best[0][1],
+        margin=best[0][2],
+        n_no_result=len(neg),
+        n_answerable=len(pos),
+        suppressed_answerable=sorted(s.query_id for s in pos if rule.suppress(s.cos, s.coverage)),
+        answered_no_result=sorted(s.query_id for s in neg if not rule.suppress(s.cos, s.coverage)),
+    )
+
+
+def calibrate(
+    samples_by_profile: Mapping[str, Sequence[Sample]],
+    *,
+    max_answerable_loss: float = 0.02,
+) -> dict[str, Fit]:
+    return {
+        p: fit_profile(p, s, max_answerable_loss=max_answerable_loss)
+        for p, s in samples_by_profile.items()
+    }
+
+
+def rules_to_json(rules: Mapping[str, NoResultRule], meta: Mapping[str, Any] | None = None) -> str:
+    body = {"rules": {p: asdict(r) for p, r in sorted(rules.items())}, "meta": dict(meta or {})}
+    return json.dumps(body, indent=2, sort_keys=True) + "\n"
+
+
+def rules_from_json(text: str, *, source: str = "<string>") -> dict[str, NoResultRule]:
+    try:
+        data = json.loads(text)
+        raw = data["rules"]
+        return {
+            str(p): NoResultRule(float(r["w_cos"]), float(r["w_cov"]), float(r["tau"]))
+            for p, r in raw.items()
+        }
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(
+            f"{source}: expected {{'rules': {{profile: {{w_cos, w_cov, tau}}}}}}: {exc}"
+        ) from exc
+
+
+def load_rules(path: str | Path) -> dict[str, NoResultRule]:
+    p = Path(path)
+    return rules_from_json(p.read_text(encoding="utf-8"), source=str(p))
+
+
+def answerable_ids(
+    judgments: Mapping[str, Mapping[str, int]], query_ids: Iterable[str], *, level: int = 2
+) -> set[str]:
+    return {q for q in query_ids if any(g >= level for g in judgments.get(q, {}).values())}
