@@ -304,3 +304,14 @@ def test_injection_values_are_data(isolated_schema: Callable[..., IsolatedSchema
     assert matching(iso, filters) == set()
     with iso.connection() as conn:
         assert conn.execute("SELECT count(*) FROM documents").fetchone() == (1,)
+
+
+def test_candidate_sql_joins_as_a_doc_id_set(seeded: IsolatedSchema) -> None:
+    from psycopg import sql
+
+    from pytest_searcheval.engine.x402 import candidate_sql
+
+    composed, params = candidate_sql({"asset": "EURC", "network": PUB}, ASSETS)
+    query = sql.SQL("SELECT cand.doc_id FROM ({}) cand ORDER BY 1").format(composed)
+    with seeded.connection() as conn:
+        assert [r[0] for r in conn.execute(query, params).fetchall()] == ["eurc"]

@@ -35,9 +35,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from decimal import Decimal, InvalidOperation
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_searcheval import strkey
+
+if TYPE_CHECKING:
+    from psycopg import sql
 
 __all__ = [
     "FILTER_KEYS",
@@ -47,6 +50,7 @@ __all__ = [
     "AssetLike",
     "FilterError",
     "Filters",
+    "candidate_sql",
     "option_rows",
     "parse_filters",
     "to_sql",
@@ -313,6 +317,21 @@ def to_sql(
             f"EXISTS (SELECT 1 FROM payment_options po WHERE po.doc_id = {doc}.id AND {body})"
         )
     return " AND ".join(f"({c})" for c in clauses), params
+
+
+def candidate_sql(
+    filters: Mapping[str, Any] | Filters | None, assets: Iterable[AssetLike]
+) -> tuple[sql.Composable, dict[str, Any]]:
+    """A query returning the column ``doc_id`` of every document that satisfies ``filters``.
+
+    ``filters`` is validated with :func:`parse_filters` (raises :class:`FilterError`); the
+    result joins into the rankers' SQL as a candidate set (``JOIN (...) cand ON ...``).
+    """
+    from psycopg import sql
+
+    fragment, params = to_sql(parse_filters(filters, assets))
+    # The fragment holds only constant SQL and placeholders; values travel in params.
+    return sql.SQL("SELECT d.id AS doc_id FROM documents d WHERE " + fragment), params
 
 
 def _registry_index(assets: Iterable[AssetLike]) -> dict[tuple[str, str], AssetLike]:
