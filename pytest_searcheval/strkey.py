@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -68,13 +69,11 @@ class DecodedStrkey:
 
 
 def crc16_xmodem(data: bytes) -> int:
-    """CRC16-XModem: poly 0x1021, init 0, MSB first, no final xor; check("123456789") = 0x31C3."""
-    crc = 0
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
-    return crc
+    """CRC16-XModem: poly 0x1021, init 0, MSB first, no final xor; check("123456789") = 0x31C3.
+
+    ``binascii.crc_hqx`` with initial value 0 is exactly this CRC, computed in C.
+    """
+    return binascii.crc_hqx(data, 0)
 
 
 def _encode(version: int, payload: bytes) -> str:
@@ -110,13 +109,22 @@ def decode(text: str, kinds: str = "GMC") -> DecodedStrkey:
     """Decode a G, M or C strkey (restricted to ``kinds``); raise StrkeyError saying why not."""
     if not isinstance(text, str):
         raise StrkeyError(f"a strkey is a string, got {type(text).__name__}")
+    decoded = _decode_cached(text)
+    if decoded.kind not in kinds:
+        raise StrkeyError(
+            f"a {decoded.kind} address is not accepted here: expected {', '.join(kinds)}"
+        )
+    return decoded
+
+
+# Catalogs repeat the same payTo and asset addresses many times; decoding is pure.
+@functools.lru_cache(maxsize=65536)
+def _decode_cached(text: str) -> DecodedStrkey:
     if not text:
         raise StrkeyError("empty strkey")
     kind = text[0]
     if kind not in _VERSION:
         raise StrkeyError(f"unknown strkey prefix {kind!r}: expected one of G, M, C")
-    if kind not in kinds:
-        raise StrkeyError(f"a {kind} address is not accepted here: expected {', '.join(kinds)}")
     if len(text) != _TEXT_LEN[kind]:
         raise StrkeyError(f"a {kind} strkey has {_TEXT_LEN[kind]} characters, got {len(text)}")
     padded = text + "=" * (-len(text) % 8)

@@ -1,0 +1,60 @@
+"""Load time of a synthetic native collection (default: 100k listings, 5k queries).
+
+    python benchmarks/bench_collection.py [--docs 100000] [--queries 5000] [--dir DIR]
+
+Prints the file sizes, the best-of-N load time, and the time of a plain ``json.loads`` pass
+over the same corpus lines, so that the validation + hashing overhead is visible as a ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from pytest_searcheval.collection import load
+from pytest_searcheval.collection_synth import write_synthetic
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--docs", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=5_000)
+    parser.add_argument("--judged", type=int, default=20, help="judged documents per query")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", help="reuse or create the collection here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.dir or tmp)
+        if not (root / "collection.yaml").exists():
+            t = time.perf_counter()
+            write_synthetic(root, args.docs, args.queries, args.judged)
+            print(f"generated in {time.perf_counter() - t:.2f} s")
+        size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+        print(f"collection: {size / 1e6:.1f} MB")
+        best = float("inf")
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            c = load(root)
+            best = min(best, time.perf_counter() - t)
+        n_j = sum(len(v) for v in c.judgments.values())
+        print(
+            f"load(): {best:.2f} s for {len(c.documents)} documents, {len(c.queries)} queries, "
+            f"{n_j} judgments (best of {args.repeat})"
+        )
+        t = time.perf_counter()
+        for p in sorted((root / "corpus").glob("*.jsonl")):
+            with p.open(encoding="utf-8") as fh:
+                for line in fh:
+                    json.loads(line)
+        floor = time.perf_counter() - t
+        print(
+            f"json.loads of the corpus alone: {floor:.2f} s; load() / json.loads = "
+            f"{best / floor:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
