@@ -1,0 +1,557 @@
+"""Per-process evaluation state, the collector of the generated tests, and the query check.
+
+``plugin.py`` holds the hooks; this module holds what they wire together. Everything a query test
+learns travels as a JSON string in ``item.user_properties`` (key ``searcheval_row``), so the
+controller sees the same rows whether the tests ran serially or on pytest-xdist workers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .config import SearchEvalConfig
+from .targets import FILTER_KEYS, SearchResponse, SearchTarget, TargetUnavailable
+
+if TYPE_CHECKING:
+    from .collection_model import Collection, Query
+
+ROW_KEY = "searcheval_row"
+INVARIANT_KEY = "searcheval_invariant"
+LATENCY_KEY = "searcheval_latency"
+SHOWN_RESULTS = 10
+
+
+class SearchEvalFailure(AssertionError):
+    """A query or latency test failed; the message is the whole triage report (no traceback)."""
+
+
+@dataclass
+class EvalState:
+    """What one pytest process knows about the evaluation (controller or xdist worker)."""
+
+    cfg: SearchEvalConfig
+    baseline: dict[str, Any] | None = None
+    baseline_error: str | None = None
+    _collection: Collection | None = None
+    collected: bool = False
+    #: profile -> reason; a profile that failed once is not asked again in this process.
+    unavailable: dict[str, str] = field(default_factory=dict)
+    offered: Mapping[str, str | None] | None = None
+    facts: dict[str, Any] | None = None
+    cache: dict[tuple[str, str], SearchResponse] = field(default_factory=dict)
+    latency_ms: dict[tuple[str, str], float] = field(default_factory=dict)
+    # Controller side: merged results.
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    invariants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    latency_tests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    worker_payloads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    query_lines: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def collection(self) -> Collection:
+        if self._collection is None:
+            from .collection import load
+
+            self._collection = load(self.cfg.collection)
+        return self._collection
+
+    def anchor(self) -> Path:
+        """The file the generated tests belong to (their node ids start with it)."""
+        root = self.cfg.collection
+        for name in ("collection.yaml", "qrels/queries.yaml"):
+            if (root / name).is_file():
+                return root / name
+        return root / "collection.yaml"
+
+    def queries_file(self) -> Path:
+        return self.cfg.collection / "qrels" / "queries.yaml"
+
+    def selected_queries(self) -> list[Query]:
+        return list(self.collection.queries_in(self.cfg.split))
+
+    # --- searching -------------------------------------------------------------------------
+
+    def describe_target(self, target: SearchTarget) -> None:
+        if self.facts is not None:
+            return
+        try:
+            self.facts = json.loads(json.dumps(dict(target.describe()), default=str))
+        except Exception as exc:  # a broken describe() must not hide the measurements
+            self.facts = {"describe_error": f"{type(exc).__name__}: {exc}"}
+        try:
+            self.offered = dict(target.profiles())
+        except Exception as exc:
+            self.offered = {}
+            self.facts["profiles_error"] = f"{type(exc).__name__}: {exc}"
+
+    def availability(self, profile: str) -> str | None:
+        if profile in self.unavailable:
+            return self.unavailable[profile]
+        offered = self.offered or {}
+        if offered:
+            if profile not in offered:
+                return f"the target does not offer profile {profile!r}"
+            reason = offered[profile]
+            if reason is not None:
+                return reason
+        return None
+
+    def search(self, target: SearchTarget, query: Query, profile: str) -> SearchResponse | None:
+        """The target's answer (cached per process), or ``None`` with the profile unavailable."""
+        key = (query.id, profile)
+        if key in self.cache:
+            return self.cache[key]
+        self.describe_target(target)
+        reason = self.availability(profile)
+        if reason is not None:
+            self.unavailable[profile] = reason
+            return None
+        start = time.perf_counter()
+        try:
+            response = target.search(
+                query.text, profile=profile, limit=self.cfg.limit, filters=None, extract=True
+            )
+        except TargetUnavailable as exc:
+            self.unavailable[profile] = str(exc) or "target unavailable"
+            return None
+        except Exception as exc:
+            self.unavailable[profile] = f"{type(exc).__name__}: {exc}"
+            return None
+        elapsed = (time.perf_counter() - start) * 1000.0
+        if elapsed > self.cfg.timeout_s * 1000.0:
+            self.unavailable[profile] = (
+                f"query {query.id} took {elapsed / 1000:.1f} s > timeout {self.cfg.timeout_s:g} s"
+            )
+            return None
+        self.cache[key] = response
+        self.latency_ms[key] = elapsed
+        return response
+
+
+# --- scoring and checking one query --------------------------------------------------------
+
+
+def _relevant(judged: Mapping[str, int]) -> int:
+    return sum(1 for g in judged.values() if g > 0)
+
+
+def is_unanswerable(query: Query) -> bool:
+    return bool(query.expect.get("no_result")) or query.query_class == "no-result"
+
+
+def _applied(response: SearchResponse) -> dict[str, Any]:
+    return {k: v for k, v in response.applied_filters.items() if k in FILTER_KEYS and v is not None}
+
+
+def score_profile(
+    state: EvalState, query: Query, profile: str, response: SearchResponse
+) -> dict[str, Any]:
+    """Measures, oracle checks and expectations of one response, as a JSON-safe dict."""
+    from . import constraints, metrics
+
+    coll = state.collection
+    cfg = state.cfg
+    judged = coll.judgments.get(query.id, {})
+    # A duplicated id would count twice in every measure; keep the first occurrence.
+    ids = list(dict.fromkeys(response.ids))[: cfg.limit]
+    measures: dict[str, float] = {}
+    if _relevant(judged) > 0:
+        per_query = metrics.evaluate(
+            {query.id: judged},
+            {query.id: ids},
+            cfg.measures,
+            relevance_level=cfg.relevance_level,
+            gain=cfg.gain,
+        )
+        # Undefined values (NaN, e.g. R@20 without a grade >= level document) are left out.
+        measures = {m: float(v) for m, v in per_query.get(query.id, {}).items() if math.isfinite(v)}
+    applied = _applied(response)
+    violations: list[str] = []
+    breaks = 0
+    for rank, doc_id in enumerate(ids, start=1):
+        doc = coll.documents.get(doc_id)
+        if doc is None:
+            violations.append(f"rank {rank}: {doc_id!r} is not a document of the corpus")
+            continue
+        if applied:
+            for reason in constraints.violations(doc, applied, coll.assets):
+                violations.append(f"rank {rank}: {doc_id}: {reason}")
+        if query.constraints and constraints.violations(doc, query.constraints, coll.assets):
+            breaks += 1
+    return {
+        "ids": ids,
+        "scores": [round(h.score, 6) for h in response.hits[: cfg.limit]],
+        "measures": measures,
+        "violations": violations,
+        "constraint_breaks": breaks,
+        "returned": len(ids),
+        "applied": json.loads(json.dumps(applied, default=str)),
+        "extracted": json.loads(json.dumps(dict(response.extracted_filters), default=str)),
+        "expectations": check_expectations(query, ids),
+        "latency_ms": state.latency_ms.get((query.id, profile)),
+    }
+
+
+def check_expectations(query: Query, ids: Sequence[str]) -> list[str]:
+    """Unmet declared expectations (known_item, max_rank, must_include, no_result)."""
+    expect = query.expect
+    unmet: list[str] = []
+    position = {doc_id: rank for rank, doc_id in enumerate(ids, start=1)}
+    known = expect.get("known_item")
+    max_rank = int(expect.get("max_rank") or 1)
+    if known:
+        rank = position.get(str(known))
+        if rank is None or rank > max_rank:
+            found = f"at rank {rank}" if rank else f"not in the top {len(ids)}"
+            unmet.append(f"known item {known!r} expected at rank <= {max_rank}, found {found}")
+    for doc_id in expect.get("must_include") or []:
+        rank = position.get(str(doc_id))
+        limit = max_rank if (expect.get("max_rank") and not known) else len(ids)
+        if rank is None or rank > limit:
+            unmet.append(f"must include {doc_id!r} in the top {limit}, found rank {rank}")
+    if is_unanswerable(query) and ids:
+        unmet.append(f"unanswerable query returned {len(ids)} results (expected none)")
+    return unmet
+
+
+def baseline_query(state: EvalState, qid: str) -> dict[str, Any] | None:
+    base = state.baseline or {}
+    prof = (base.get("profiles") or {}).get(state.cfg.gated_profile) or {}
+    entry = (prof.get("queries") or {}).get(qid)
+    return entry if isinstance(entry, dict) else None
+
+
+def evaluate_query(state: EvalState, target: SearchTarget, query: Query) -> dict[str, Any]:
+    """Search every configured profile; return the row with ``failures`` for the gated one."""
+    cfg = state.cfg
+    row: dict[str, Any] = {
+        "qid": query.id,
+        "text": query.text,
+        "class": query.query_class,
+        "split": query.split,
+        "relevant": _relevant(state.collection.judgments.get(query.id, {})),
+        "unanswerable": is_unanswerable(query),
+        "profiles": {},
+        "unavailable": {},
+        "failures": [],
+    }
+    for profile in cfg.profiles:
+        response = state.search(target, query, profile)
+        if response is None:
+            row["unavailable"][profile] = state.unavailable[profile]
+            continue
+        row["profiles"][profile] = score_profile(state, query, profile, response)
+    gated = row["profiles"].get(cfg.gated_profile)
+    failures: list[str] = row["failures"]
+    if gated is None:
+        reason = row["unavailable"].get(cfg.gated_profile, "no response")
+        failures.append(f"gated profile {cfg.gated_profile!r} unavailable: {reason}")
+        return row
+    failures += [f"hard-filter violation at {v}" for v in gated["violations"]]
+    failures += gated["expectations"]
+    base = baseline_query(state, query.id)
+    m = cfg.query_measure
+    if base is not None and m in base and m in gated["measures"]:
+        now, before = gated["measures"][m], float(base[m])
+        if now < before - cfg.query_tolerance - 1e-12:
+            failures.append(
+                f"{m} dropped to {now:.4f} from baseline {before:.4f} "
+                f"(per-query tolerance {cfg.query_tolerance:g})"
+            )
+    return row
+
+
+def _grade(judged: Mapping[str, int], doc_id: str) -> str:
+    return f"grade {judged[doc_id]}" if doc_id in judged else "unjudged"
+
+
+def format_failure(state: EvalState, row: Mapping[str, Any]) -> str:
+    """The message an IDE shows: query, failures, ranking with grades, expectations, baseline."""
+    cfg = state.cfg
+    coll = state.collection
+    judged = coll.judgments.get(row["qid"], {})
+    gated = row["profiles"].get(cfg.gated_profile)
+    query = coll.queries[row["qid"]]
+    lines = [
+        f"query {row['qid']} [{row['class']}] {row['text']!r} "
+        f"(split {row['split']}, profile {cfg.gated_profile})",
+        "failed:",
+        *[f"  - {f}" for f in row["failures"]],
+    ]
+    if gated is not None:
+        ids = gated["ids"]
+        lines.append(f"ranked results ({len(ids)} returned, top {SHOWN_RESULTS} shown):")
+        lines += _ranking(coll, judged, ids[:SHOWN_RESULTS])
+        if gated["applied"]:
+            lines.append(f"applied filters: {json.dumps(gated['applied'], sort_keys=True)}")
+        if gated["measures"]:
+            shown = ", ".join(f"{k} {v:.4f}" for k, v in gated["measures"].items())
+            lines.append(f"measures: {shown}")
+    expect = {k: v for k, v in query.expect.items() if v not in (None, [], {})}
+    relevant = sorted(
+        (d for d, g in judged.items() if g >= cfg.relevance_level), key=lambda d: -judged[d]
+    )
+    lines.append(
+        f"expected: {json.dumps(expect, sort_keys=True) if expect else '(no declared expectation)'}"
+        f"; relevant (grade >= {cfg.relevance_level}): "
+        + (", ".join(f"{d} ({judged[d]})" for d in relevant[:SHOWN_RESULTS]) or "none")
+    )
+    if query.constraints:
+        lines.append(f"labelled constraints: {json.dumps(query.constraints, sort_keys=True)}")
+    base = baseline_query(state, row["qid"])
+    if base is None:
+        lines.append("baseline: none for this query")
+    else:
+        values = ", ".join(
+            f"{k} {float(v):.4f}" for k, v in base.items() if isinstance(v, int | float)
+        )
+        lines.append(f"baseline ({(state.baseline or {}).get('tag') or 'untagged'}): {values}")
+        lines += _ranking(coll, judged, list(base.get("ids", []))[:SHOWN_RESULTS])
+    others = [
+        f"{p} {d['measures'].get('nDCG@10', float('nan')):.4f}"
+        for p, d in row["profiles"].items()
+        if p != cfg.gated_profile and d["measures"]
+    ]
+    if others:
+        lines.append("other profiles (nDCG@10): " + ", ".join(others))
+    for p, reason in row["unavailable"].items():
+        lines.append(f"unavailable: {p}: {reason}")
+    return "\n".join(lines)
+
+
+def _ranking(coll: Collection, judged: Mapping[str, int], ids: Sequence[str]) -> list[str]:
+    if not ids:
+        return ["    (no results)"]
+    width = max(len(d) for d in ids)
+    out = []
+    for rank, doc_id in enumerate(ids, start=1):
+        doc = coll.documents.get(doc_id)
+        title = doc.title if doc is not None else "(not in corpus)"
+        out.append(f"  {rank:>3}  {doc_id:<{width}}  {_grade(judged, doc_id):<9}  {title}")
+    return out
+
+
+# --- pytest items ---------------------------------------------------------------------------
+
+
+def _query_test(searcheval_target: SearchTarget, request: pytest.FixtureRequest) -> None:
+    item = request.node
+    assert isinstance(item, SearchEvalItem)
+    item.run_query(searcheval_target)
+
+
+def _invariant_test(searcheval_target: SearchTarget, request: pytest.FixtureRequest) -> None:
+    item = request.node
+    assert isinstance(item, SearchEvalItem)
+    item.run_invariant(searcheval_target)
+
+
+def _latency_test(
+    searcheval_target: SearchTarget, benchmark: Any, request: pytest.FixtureRequest
+) -> None:
+    item = request.node
+    assert isinstance(item, SearchEvalItem)
+    item.run_latency(searcheval_target, benchmark)
+
+
+def nearest_rank(samples: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile: the ceil(p/100 * n)-th smallest sample (no interpolation)."""
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(p / 100.0 * len(ordered)) - 1)]
+
+
+class SearchEvalItem(pytest.Function):
+    """A generated test; ``kind`` is query, invariant or latency."""
+
+    kind: str = "query"
+    key: str = ""
+    payload: Any = None
+    line: int = 0
+    file: Path | None = None
+
+    @classmethod
+    def build(
+        cls,
+        parent: pytest.Collector,
+        *,
+        kind: str,
+        key: str,
+        name: str,
+        fn: Callable[..., None],
+        payload: Any,
+        file: Path,
+        line: int,
+        marks: Sequence[pytest.MarkDecorator] = (),
+    ) -> SearchEvalItem:
+        item: SearchEvalItem = cls.from_parent(parent, name=name, callobj=fn)
+        item.kind, item.key, item.payload, item.file, item.line = kind, key, payload, file, line
+        item.add_marker(f"searcheval_{kind}")
+        for mark in marks:
+            item.add_marker(mark)
+        return item
+
+    @property
+    def state(self) -> EvalState:
+        from .plugin import STATE_KEY
+
+        return self.config.stash[STATE_KEY]
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return (self.file or self.path), self.line, self.name
+
+    def repr_failure(  # type: ignore[override]
+        self, excinfo: pytest.ExceptionInfo[BaseException]
+    ) -> Any:
+        if isinstance(excinfo.value, SearchEvalFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def run_query(self, target: SearchTarget) -> None:
+        state = self.state
+        row = evaluate_query(state, target, self.payload)
+        self.user_properties.append((ROW_KEY, json.dumps(row, sort_keys=True)))
+        if row["failures"]:
+            raise SearchEvalFailure(format_failure(state, row))
+
+    def run_invariant(self, target: SearchTarget) -> None:
+        case = self.payload
+        record: dict[str, Any] = {"id": str(case.id), "name": str(getattr(case, "name", ""))}
+        try:
+            case.run(target)
+        except AssertionError as exc:
+            record.update(passed=False, message=str(exc))
+            self.user_properties.append((INVARIANT_KEY, json.dumps(record, sort_keys=True)))
+            raise
+        record.update(passed=True, message="")
+        self.user_properties.append((INVARIANT_KEY, json.dumps(record, sort_keys=True)))
+
+    def run_latency(self, target: SearchTarget, benchmark: Any) -> None:
+        state = self.state
+        cfg = state.cfg
+        if hasattr(self.config, "workerinput"):
+            pytest.skip(
+                "latency tests run serially only: pytest-benchmark is disabled under "
+                "pytest-xdist; rerun them with -p no:xdist (or -n 0)"
+            )
+        if getattr(benchmark, "disabled", False):
+            pytest.skip("pytest-benchmark is disabled (--benchmark-disable); no latency measured")
+        profile: str = self.payload
+        queries = [q.text for q in state.selected_queries()] or ["search"]
+        position = iter(range(10**9))
+
+        def one() -> None:
+            text = queries[next(position) % len(queries)]
+            target.search(text, profile=profile, limit=cfg.limit, filters=None, extract=True)
+
+        try:
+            benchmark.pedantic(one, rounds=cfg.latency_rounds, iterations=1, warmup_rounds=3)
+        except TargetUnavailable as exc:
+            pytest.fail(f"profile {profile!r} unavailable during the latency test: {exc}")
+        samples_ms = [s * 1000.0 for s in benchmark.stats.stats.data]
+        result = {
+            "profile": profile,
+            "n": len(samples_ms),
+            "p50_ms": nearest_rank(samples_ms, 50),
+            "p95_ms": nearest_rank(samples_ms, 95),
+            "p99_ms": nearest_rank(samples_ms, 99),
+            "budget_p95_ms": cfg.latency_p95_ms,
+            "budget_p99_ms": cfg.latency_p99_ms,
+            "samples_ms": [round(s, 3) for s in samples_ms],
+        }
+        self.user_properties.append((LATENCY_KEY, json.dumps(result, sort_keys=True)))
+        over = []
+        for pct, budget in (("p95", cfg.latency_p95_ms), ("p99", cfg.latency_p99_ms)):
+            value = float(str(result[f"{pct}_ms"]))
+            if budget is not None and value > budget:
+                over.append(f"{pct} {value:.2f} ms > budget {budget:g} ms")
+        if over:
+            raise SearchEvalFailure(
+                f"latency of profile {profile!r} over budget ({len(samples_ms)} requests, "
+                f"one iteration per round): " + "; ".join(over)
+            )
+
+
+class SearchEvalFile(pytest.File):
+    """The collection's anchor file; its children are the generated tests."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from .plugin import STATE_KEY
+
+        state = self.config.stash[STATE_KEY]
+        state.collected = True
+        lines = query_lines(state.queries_file())
+        qfile = state.queries_file() if state.queries_file().is_file() else self.path
+        for query in state.selected_queries():
+            yield SearchEvalItem.build(
+                self,
+                kind="query",
+                key=query.id,
+                name=f"test_query[{query.id}-{query.query_class}]",
+                fn=_query_test,
+                payload=query,
+                file=qfile,
+                line=lines.get(query.id, 0),
+            )
+        for case in invariant_cases(state):
+            yield SearchEvalItem.build(
+                self,
+                kind="invariant",
+                key=str(case.id),
+                name=f"test_invariant[{case.id}]",
+                fn=_invariant_test,
+                payload=case,
+                file=self.path,
+                line=0,
+            )
+        cfg = state.cfg
+        if cfg.latency_p95_ms is not None or cfg.latency_p99_ms is not None:
+            yield SearchEvalItem.build(
+                self,
+                kind="latency",
+                key=cfg.gated_profile,
+                name=f"test_latency[{cfg.gated_profile}]",
+                fn=_latency_test,
+                payload=cfg.gated_profile,
+                file=self.path,
+                line=0,
+            )
+
+
+def invariant_cases(state: EvalState) -> list[Any]:
+    """Cases from ``invariants.cases(collection, config)`` when that module provides them."""
+    import importlib
+
+    try:
+        invariants = importlib.import_module("pytest_searcheval.invariants")
+    except ModuleNotFoundError:
+        return []
+    cases = getattr(invariants, "cases", None)
+    if cases is None:
+        return []
+    return list(cases(state.collection, state.cfg))
+
+
+_ID_LINE = re.compile(r"^\s*-?\s*id:\s*['\"]?([^'\"\s#]+)")
+
+
+def query_lines(path: Path) -> dict[str, int]:
+    """Line of each ``id:`` in queries.yaml, so IDEs and reports point at the query."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    out: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _ID_LINE.match(line)
+        if match and match.group(1) not in out:
+            out[match.group(1)] = number - 1  # reportinfo lines are 0-based
+    return out

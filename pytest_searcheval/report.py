@@ -1,0 +1,482 @@
+"""The session report: one JSON-safe dict (schema in docs/report.md) and its renderings.
+
+``build`` turns the merged per-query rows into aggregates with deterministic bootstrap intervals,
+per-class tables, paired randomization tests between profiles (Holm-corrected), latency
+percentiles and the environment. ``terminal_lines`` and ``markdown`` render it; the HTML page with
+plots lives in :mod:`pytest_searcheval.report_html`. Files are written atomically.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import tempfile
+from collections.abc import Mapping, Sequence
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .config import GATED_MEASURES, SearchEvalConfig
+
+SCHEMA_VERSION = 1
+#: Measures shown in the terminal table (the JSON has every configured measure).
+TERMINAL_MEASURES: tuple[str, ...] = ("nDCG@10", "R@20", "P@5", "RR", "bpref", "Judged@10")
+CLASS_MEASURE = "nDCG@10"
+SEED = 20261130
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def nearest_rank(samples: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile: the ceil(p/100 * n)-th smallest sample; None when empty."""
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(p / 100.0 * len(ordered)) - 1)]
+
+
+def _interval(values: Sequence[float], cfg: SearchEvalConfig) -> dict[str, Any]:
+    from .stats import bootstrap_ci
+
+    if not values:
+        return {"mean": None, "low": None, "high": None, "n": 0}
+    ci = bootstrap_ci(list(values), samples=cfg.bootstrap_samples, seed=SEED, confidence=0.95)
+    return {"mean": ci.mean, "low": ci.low, "high": ci.high, "n": len(values)}
+
+
+def _values(rows: Sequence[Mapping[str, Any]], profile: str, measure: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for row in rows:
+        data = row["profiles"].get(profile)
+        if data is None:
+            continue
+        v = _finite(data["measures"].get(measure))
+        if v is not None:
+            out[row["qid"]] = v
+    return out
+
+
+def build(
+    *,
+    cfg: SearchEvalConfig,
+    rows: Mapping[str, Mapping[str, Any]],
+    expected: Sequence[str],
+    facts: Mapping[str, Any] | None,
+    collection: Any,
+    baseline: Mapping[str, Any] | None,
+    invariants: Mapping[str, Mapping[str, Any]] | None = None,
+    latency_tests: Mapping[str, Mapping[str, Any]] | None = None,
+    workers: int = 0,
+) -> dict[str, Any]:
+    """Everything the gate and the renderings need, in a stable order (rows sorted by id)."""
+    from . import metrics
+
+    ordered = [rows[q] for q in sorted(rows)]
+    facts = dict(facts or {})
+    unavailable: dict[str, str] = {}
+    for row in ordered:
+        for p, reason in row["unavailable"].items():
+            unavailable.setdefault(p, reason)
+    available = [p for p in cfg.profiles if p not in unavailable]
+
+    profiles: dict[str, Any] = {}
+    for p in cfg.profiles:
+        entry: dict[str, Any] = {"available": p in available, "reason": unavailable.get(p)}
+        if p in available:
+            entry["measures"] = {
+                m: _interval(list(_values(ordered, p, m).values()), cfg) for m in cfg.measures
+            }
+            answered = {r["qid"]: r["profiles"][p]["ids"] for r in ordered if p in r["profiles"]}
+            nra = metrics.no_result_accuracy(
+                answered, [r["qid"] for r in ordered if r["unanswerable"] and r["qid"] in answered]
+            )
+            entry["no_result"] = {
+                "unanswerable": nra.unanswerable,
+                "correct_empty": nra.correct_empty,
+                "accuracy": _finite(nra.accuracy),
+                "answerable": nra.answerable,
+                "false_empty": nra.false_empty,
+                "false_empty_rate": _finite(nra.false_empty_rate),
+            }
+            entry["hard_filter_violations"] = sum(
+                len(r["profiles"][p]["violations"]) for r in ordered if p in r["profiles"]
+            )
+            entry["results_checked"] = sum(
+                r["profiles"][p]["returned"] for r in ordered if p in r["profiles"]
+            )
+            entry["constraint_breaks"] = sum(
+                r["profiles"][p]["constraint_breaks"] for r in ordered if p in r["profiles"]
+            )
+            lat = [
+                float(r["profiles"][p]["latency_ms"])
+                for r in ordered
+                if p in r["profiles"] and r["profiles"][p].get("latency_ms") is not None
+            ]
+            entry["latency_ms"] = {
+                "n": len(lat),
+                "p50": nearest_rank(lat, 50),
+                "p95": nearest_rank(lat, 95),
+                "p99": nearest_rank(lat, 99),
+            }
+        profiles[p] = entry
+
+    classes: dict[str, dict[str, Any]] = {}
+    for p in available:
+        per_class: dict[str, Any] = {}
+        for cls in sorted({r["class"] for r in ordered}):
+            members = [r for r in ordered if r["class"] == cls]
+            values = list(_values(members, p, CLASS_MEASURE).values())
+            empty_ok = [
+                len(r["profiles"][p]["ids"]) == 0
+                for r in members
+                if r["unanswerable"] and p in r["profiles"]
+            ]
+            per_class[cls] = {
+                "queries": len(members),
+                CLASS_MEASURE: _interval(values, cfg),
+                "no_result_accuracy": (sum(empty_ok) / len(empty_ok)) if empty_ok else None,
+            }
+        classes[p] = per_class
+
+    comparisons = _comparisons(ordered, available, cfg)
+
+    queries: dict[str, Any] = {}
+    base_queries = ((baseline or {}).get("profiles") or {}).get(cfg.gated_profile) or {}
+    base_queries = base_queries.get("queries") or {}
+    for row in ordered:
+        queries[row["qid"]] = {
+            "class": row["class"],
+            "split": row["split"],
+            "text": row["text"],
+            "unanswerable": row["unanswerable"],
+            "failures": row["failures"],
+            "unavailable": row["unavailable"],
+            "profiles": {
+                p: {
+                    "ids": d["ids"],
+                    "measures": {m: _finite(v) for m, v in d["measures"].items()},
+                    "violations": d["violations"],
+                    "constraint_breaks": d["constraint_breaks"],
+                    "applied_filters": d["applied"],
+                    "extracted_filters": d["extracted"],
+                    "expectations_unmet": d["expectations"],
+                    "latency_ms": d.get("latency_ms"),
+                }
+                for p, d in row["profiles"].items()
+            },
+            "baseline": base_queries.get(row["qid"]),
+        }
+
+    manifest_ = metrics.manifest(
+        measures=cfg.measures, relevance_level=cfg.relevance_level, gain=cfg.gain
+    )
+    coll_manifest = dict(getattr(collection, "manifest", {}) or {})
+    model = facts.get("model") if isinstance(facts.get("model"), Mapping) else None
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "pytest-searcheval", "version": __version__},
+        "created": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+        "run": {
+            "split": cfg.split,
+            "profiles": list(cfg.profiles),
+            "gated_profile": cfg.gated_profile,
+            "relevance_level": cfg.relevance_level,
+            "gain": cfg.gain,
+            "limit": cfg.limit,
+            "measures": list(cfg.measures),
+            "tolerance": cfg.tolerance,
+            "query_tolerance": cfg.query_tolerance,
+            "query_measure": cfg.query_measure,
+            "queries_expected": len(expected),
+            "queries_run": len(ordered),
+            "complete": set(expected) <= set(rows),
+            "xdist_workers": workers,
+            "bootstrap": {"samples": cfg.bootstrap_samples, "seed": SEED, "confidence": 0.95},
+            "randomization": {"permutations": cfg.permutations, "seed": SEED, "correction": "holm"},
+        },
+        "environment": {
+            "host": platform.node(),
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "pytest": _version("pytest"),
+            "postgres": facts.get("postgres"),
+            "pgvector": facts.get("pgvector"),
+            "target": facts,
+        },
+        "collection": {
+            "name": coll_manifest.get("name"),
+            "version": coll_manifest.get("version"),
+            "path": str(cfg.collection),
+            "documents": len(getattr(collection, "documents", {}) or {}),
+            "queries": len(getattr(collection, "queries", {}) or {}),
+            "hashes": dict(getattr(collection, "hashes", {}) or {}),
+            "price_snapshot": coll_manifest.get("price_snapshot"),
+        },
+        "model": model,
+        "metric_manifest": manifest_,
+        "profiles": profiles,
+        "unavailable": unavailable,
+        "classes": classes,
+        "comparisons": comparisons,
+        "queries": queries,
+        "invariants": {k: dict(v) for k, v in sorted((invariants or {}).items())},
+        "latency_tests": {k: dict(v) for k, v in sorted((latency_tests or {}).items())},
+        "limitations": _limitations(collection, coll_manifest, unavailable, ordered, expected),
+        "gate": None,
+    }
+    return report
+
+
+def _comparisons(
+    ordered: Sequence[Mapping[str, Any]], available: Sequence[str], cfg: SearchEvalConfig
+) -> list[dict[str, Any]]:
+    from .stats import holm, paired_randomization_test
+
+    out: list[dict[str, Any]] = []
+    raw: dict[str, float] = {}
+    for a, b in combinations(available, 2):
+        for m in GATED_MEASURES:
+            va, vb = _values(ordered, a, m), _values(ordered, b, m)
+            common = sorted(set(va) & set(vb))
+            if len(common) < 2:
+                continue
+            xs = [va[q] for q in common]
+            ys = [vb[q] for q in common]
+            p = float(paired_randomization_test(xs, ys, permutations=cfg.permutations, seed=SEED))
+            key = f"{a} vs {b} {m}"
+            raw[key] = p
+            out.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "measure": m,
+                    "n": len(common),
+                    "mean_a": sum(xs) / len(xs),
+                    "mean_b": sum(ys) / len(ys),
+                    "mean_diff": (sum(xs) - sum(ys)) / len(xs),
+                    "p": p,
+                }
+            )
+    adjusted = holm(raw) if raw else {}
+    for entry in out:
+        entry["p_holm"] = float(adjusted[f"{entry['a']} vs {entry['b']} {entry['measure']}"])
+    return out
+
+
+def _limitations(
+    collection: Any,
+    manifest: Mapping[str, Any],
+    unavailable: Mapping[str, str],
+    ordered: Sequence[Mapping[str, Any]],
+    expected: Sequence[str],
+) -> list[str]:
+    notes: list[str] = []
+    provenance = getattr(collection, "provenance", {}) or {}
+    sources = {
+        str((d.sidecar or {}).get("source"))
+        for d in (getattr(collection, "documents", {}) or {}).values()
+        if getattr(d, "sidecar", None)
+    }
+    if "sample" in sources or provenance.get("synthetic"):
+        notes.append(
+            "The corpus is synthetic (sidecar source 'sample'): absolute numbers describe this "
+            "catalog, not production traffic."
+        )
+    judges = provenance.get("judges") if isinstance(provenance, Mapping) else None
+    if judges:
+        notes.append(f"Judgments by: {json.dumps(judges, sort_keys=True, default=str)}.")
+    if manifest.get("price_snapshot"):
+        notes.append(f"USD prices use the fixed snapshot of {manifest['price_snapshot']}.")
+    for p, reason in unavailable.items():
+        notes.append(f"Profile {p} was unavailable ({reason}); it has no scores, not zero scores.")
+    if len(ordered) < len(expected):
+        notes.append(
+            f"Partial run: {len(ordered)} of {len(expected)} queries; aggregate gate rules skipped."
+        )
+    n = len(ordered)
+    if n and n < 50:
+        notes.append(f"Only {n} queries: intervals are wide; small differences are noise.")
+    notes.append(
+        "Latency percentiles in the profile table come from one request per query during the "
+        "evaluation (cold caches included); gated latency comes from the latency tests."
+    )
+    return notes
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+# --- renderings ------------------------------------------------------------------------------
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    return "-" if v is None else f"{float(v):.{digits}f}"
+
+
+def _short(v: float) -> str:
+    text = f"{v:.3f}"
+    return text[1:] if text.startswith("0.") else text
+
+
+def _ci(cell: Mapping[str, Any]) -> str:
+    """``.734 [.690,.781]``: mean and 95% interval, leading zeros dropped to keep tables narrow."""
+    if cell.get("mean") is None:
+        return "-"
+    return f"{_short(cell['mean'])} [{_short(cell['low'])},{_short(cell['high'])}]"
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
+    lines = [fmt.format(*header), "  ".join("-" * w for w in widths)]
+    lines += [fmt.format(*r) for r in body]
+    return lines
+
+
+def terminal_lines(report: Mapping[str, Any]) -> list[str]:
+    """The terminal section: profile x measure (95% CI), per-class table, comparisons, gate."""
+    run = report["run"]
+    lines = [
+        f"collection {report['collection']['name'] or report['collection']['path']} "
+        f"split={run['split']} queries={run['queries_run']}/{run['queries_expected']} "
+        f"gain={run['gain']} relevance>={run['relevance_level']} "
+        f"(mean [95% bootstrap CI], n={run['bootstrap']['samples']})"
+    ]
+    measures = [m for m in TERMINAL_MEASURES if m in run["measures"]]
+    body: list[list[str]] = []
+    for p, entry in report["profiles"].items():
+        if not entry["available"]:
+            body.append([p, *(["-"] * (len(measures) + 2)), "unavailable"])
+            continue
+        nra = entry["no_result"]["accuracy"]
+        p95 = entry["latency_ms"]["p95"]
+        body.append(
+            [
+                p,
+                *[_ci(entry["measures"][m]) for m in measures],
+                _fmt(nra),
+                "-" if p95 is None else f"{p95:.1f}",
+                str(entry["hard_filter_violations"]),
+            ]
+        )
+    lines += _table(["profile", *measures, "no-result", "p95 ms", "viol."], body)
+    for p, entry in report["profiles"].items():
+        if not entry["available"]:
+            lines.append(f"unavailable: {p}: {entry['reason']}")
+    gated = run["gated_profile"]
+    if gated in report["classes"]:
+        lines.append("")
+        lines.append(f"per class ({gated}, {CLASS_MEASURE}):")
+        cbody = [
+            [
+                cls,
+                str(c["queries"]),
+                _ci(c[CLASS_MEASURE]),
+                _fmt(c["no_result_accuracy"]),
+            ]
+            for cls, c in report["classes"][gated].items()
+        ]
+        lines += _table(["class", "n", CLASS_MEASURE, "no-result acc."], cbody)
+    if report["comparisons"]:
+        lines.append("")
+        lines.append("paired randomization tests (two-sided, Holm-corrected):")
+        for c in report["comparisons"]:
+            lines.append(
+                f"  {c['a']} - {c['b']} {c['measure']}: {c['mean_diff']:+.4f} "
+                f"(n={c['n']}) p={c['p']:.4f} p_holm={c['p_holm']:.4f}"
+            )
+    for name, lat in report["latency_tests"].items():
+        lines.append(
+            f"latency {name}: p50 {lat['p50_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms, "
+            f"p99 {lat['p99_ms']:.2f} ms over {lat['n']} requests"
+        )
+    gate = report.get("gate")
+    if gate:
+        lines.append("")
+        lines.append(f"gate: {'PASSED' if gate['passed'] else 'FAILED'}")
+        for rule in gate["rules"]:
+            lines.append(f"  [{rule['status']}] {rule['name']}: {rule['detail']}")
+    return lines
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    """GitHub-flavoured Markdown for the CI step summary."""
+    run = report["run"]
+    out = [
+        f"## Search evaluation: {report['collection']['name'] or 'collection'} "
+        f"({run['split']} split, {run['queries_run']} queries)",
+        "",
+    ]
+    gate = report.get("gate")
+    if gate:
+        out.append(f"**Gate: {'passed' if gate['passed'] else 'FAILED'}**")
+        out.append("")
+        for rule in gate["rules"]:
+            out.append(f"- `{rule['status']}` {rule['name']}: {rule['detail']}")
+        out.append("")
+    measures = [m for m in TERMINAL_MEASURES if m in run["measures"]]
+    out.append("| profile | " + " | ".join(measures) + " | no-result acc. | p95 ms | violations |")
+    out.append("|---" * (len(measures) + 4) + "|")
+    for p, e in report["profiles"].items():
+        if not e["available"]:
+            out.append(f"| {p} | unavailable: {e['reason']} |" + " |" * (len(measures) + 2))
+            continue
+        cells = [_ci(e["measures"][m]) for m in measures]
+        p95 = e["latency_ms"]["p95"]
+        out.append(
+            f"| {p} | "
+            + " | ".join(cells)
+            + f" | {_fmt(e['no_result']['accuracy'])} | {'-' if p95 is None else f'{p95:.1f}'}"
+            + f" | {e['hard_filter_violations']} |"
+        )
+    gated = run["gated_profile"]
+    if gated in report["classes"]:
+        out += ["", f"Per class ({gated}, {CLASS_MEASURE}, mean [95% CI]):", ""]
+        out += ["| class | n | " + CLASS_MEASURE + " | no-result acc. |", "|---|---|---|---|"]
+        for cls, c in report["classes"][gated].items():
+            out.append(
+                f"| {cls} | {c['queries']} | {_ci(c[CLASS_MEASURE])} | "
+                f"{_fmt(c['no_result_accuracy'])} |"
+            )
+    failing = [(q, d["failures"]) for q, d in report["queries"].items() if d["failures"]]
+    if failing:
+        out += ["", f"Failing queries ({len(failing)}):", ""]
+        for qid, failures in failing[:50]:
+            out.append(f"- `{qid}`: " + "; ".join(failures))
+    if report["limitations"]:
+        out += ["", "Limitations:", ""] + [f"- {n}" for n in report["limitations"]]
+    return "\n".join(out) + "\n"
+
+
+def to_json(report: Mapping[str, Any]) -> str:
+    return json.dumps(report, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
