@@ -20,10 +20,12 @@ Command line: ``python -m pytest_searcheval.collection {check,agree,export,overr
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import hashlib
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -111,49 +113,52 @@ BEIR_SPLITS = ("train", "dev", "test")
 # --------------------------------------------------------------------------------- hashing
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_CHUNK = 2048
+
+
 def _canon(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(value)
 
 
-def _digest(lines: list[str]) -> str:
+def _digest_records(records: Iterator[list[Any]]) -> str:
+    """sha256 over canonical JSON of the records, encoded a chunk at a time: one C-level
+    encoder call per chunk instead of one Python call per record."""
     h = hashlib.sha256()
-    for line in lines:
-        h.update(line.encode("utf-8"))
-        h.update(b"\n")
+    chunk: list[list[Any]] = []
+    for rec in records:
+        chunk.append(rec)
+        if len(chunk) == _CHUNK:
+            h.update(_canon(chunk).encode("utf-8"))
+            chunk = []
+    if chunk:
+        h.update(_canon(chunk).encode("utf-8"))
     return "sha256:" + h.hexdigest()
 
 
 def hash_documents(documents: Mapping[str, Document]) -> str:
     """Hash of the corpus: every field of every document, documents in id order."""
-    return _digest(
-        [
-            _canon([d.id, d.title, d.text, d.fields, d.x402, d.sidecar])
-            for d in (documents[k] for k in sorted(documents))
-        ]
+    return _digest_records(
+        [d.id, d.title, d.text, d.fields, d.x402, d.sidecar]
+        for d in (documents[k] for k in sorted(documents))
     )
 
 
 def hash_queries(queries: Mapping[str, Query]) -> str:
     """Hash of the queries: id, text, class, split, source, group, constraints, expectations."""
-    return _digest(
-        [
-            _canon(
-                [q.id, q.text, q.query_class, q.split, q.source, q.group, q.constraints, q.expect]
-            )
-            for q in (queries[k] for k in sorted(queries))
-        ]
+    return _digest_records(
+        [q.id, q.text, q.query_class, q.split, q.source, q.group, q.constraints, q.expect]
+        for q in (queries[k] for k in sorted(queries))
     )
 
 
 def hash_judgments(judgments: Mapping[str, Mapping[str, int]]) -> str:
     """Hash of the judgments: ``qid<TAB>docid<TAB>grade`` lines in (qid, docid) order."""
-    return _digest(
-        [
-            f"{q}\t{d}\t{int(judgments[q][d])}"
-            for q in sorted(judgments)
-            for d in sorted(judgments[q])
-        ]
-    )
+    h = hashlib.sha256()
+    for q in sorted(judgments):
+        docs = judgments[q]
+        h.update("".join(f"{q}\t{d}\t{int(docs[d])}\n" for d in sorted(docs)).encode("utf-8"))
+    return "sha256:" + h.hexdigest()
 
 
 def content_hashes(
@@ -169,6 +174,23 @@ def content_hashes(
 
 
 # --------------------------------------------------------------------------------- loading
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small containers.
+
+    Loading allocates millions of dicts and lists that are never garbage; with the collector on,
+    each full collection rescans the growing heap, which measured as most of the load time of a
+    100k-document corpus (see benchmarks/bench_collection.py).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def load(
@@ -212,6 +234,11 @@ def load(
 
 def load_native(root: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Collection:
     """Load and validate the native layout (see the module docstring and docs/formats.md)."""
+    with _gc_paused():
+        return _load_native(Path(root), max_line_bytes)
+
+
+def _load_native(root: Path, max_line_bytes: int) -> Collection:
     root = Path(root)
     problems = Problems()
     manifest: dict[str, Any] = {}
@@ -328,7 +355,11 @@ def load_beir(
     """Load a BEIR directory. A query's split is the qrels file that judges it (train, dev,
     test); queries judged in no file get split "unjudged"; a query judged in two split files
     is a problem. The class is ``metadata.class`` when present, else "generic"."""
-    root = Path(root)
+    with _gc_paused():
+        return _load_beir(Path(root), max_line_bytes, grades)
+
+
+def _load_beir(root: Path, max_line_bytes: int, grades: Sequence[int] | None) -> Collection:
     problems = Problems()
     documents, _ = read_beir_corpus(
         root / "corpus.jsonl", "corpus.jsonl", problems, max_line_bytes=max_line_bytes
@@ -408,8 +439,22 @@ def load_trec(
     """Load TREC qrels + topics (+ optional corpus: ``.jsonl`` native/BEIR records or an SGML
     ``<DOC>`` file). Without a corpus, documents is empty and judged document ids are not
     checked. Every topic gets ``split``; negative TREC grades are kept (judged non-relevant)."""
+    with _gc_paused():
+        return _load_trec(
+            Path(qrels), Path(topics), corpus, split, topic_field, grades, max_line_bytes
+        )
+
+
+def _load_trec(
+    qpath: Path,
+    tpath: Path,
+    corpus: str | Path | None,
+    split: str,
+    topic_field: str,
+    grades: Sequence[int] | None,
+    max_line_bytes: int,
+) -> Collection:
     problems = Problems()
-    qpath, tpath = Path(qrels), Path(topics)
     judgments, where = read_trec_qrels(
         qpath, str(qpath), problems, grades, max_line_bytes=max_line_bytes
     )
