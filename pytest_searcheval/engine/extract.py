@@ -1,0 +1,540 @@
+"""Query constraint extraction: hard filters stated in the query text.
+
+"weather forecast under $5 on testnet, paid in EURC" becomes
+``{"network": "stellar:testnet", "asset": "EURC", "max_price_usd": "5"}`` and the text left to
+rank with is "weather forecast".
+
+Precision first: a wrong filter silently removes every right answer, a missed one only lets
+some wrong ones through (which ranking may still push down). So every rule needs an explicit
+cue, and plain uses of the same words are not filters:
+
+* network: "testnet" / "test net" -> ``stellar:testnet``; "pubnet", "mainnet", "main net",
+  "public network" -> ``stellar:pubnet``. Bare "network" ("network latency") is nothing; a
+  testnet/mainnet named after another chain ("ethereum mainnet", "sepolia testnet") is a topic.
+  "not (on) testnet" names the other network; both networks named = no filter.
+* type: any mention of MCP / "Model Context Protocol" -> ``mcp``, unless MCP is the topic
+  ("a directory of MCP servers") or negated ("not MCP", "non-MCP" -> ``http``); "HTTP endpoint",
+  "HTTP API", "REST API", "plain HTTP" -> ``http``. "tool" alone is never a filter.
+* scheme: "upto" (one word), "up-to scheme", "pay-as-you-go", "usage-based", "metered billing"
+  -> ``upto``; "exact scheme", "exact price", "fixed price", "flat fee" -> ``exact``. "up to" in
+  two words is a price ceiling, never a scheme.
+* asset: a registered code (case-insensitive: "usdc") or a registered contract address, unless
+  the code is the topic ("USDC exchange rate", "price of XLM", "convert EURC to USDC").
+  "euros"/"dollars" only in a payment phrase ("paid in euros").
+* max_price_usd: a ceiling word ("under", "less than", "below", "max", "at most", "up to",
+  "no more than", "cheaper than", "within", "<=", ...) before an amount with a currency
+  ("$5", "5 USD", "10 cents", "a cent", "half a cent", "a tenth of a cent", "0.5 USDC"), or an
+  amount followed by "or less" / "max". Amounts in an asset unit are converted with the
+  registry's USD rate (exactly). A ceiling on something else ("stocks under $5") is a topic
+  unless the text says it is per call.
+* recipient: a valid Stellar G/M address, or a C address that is not a registered asset.
+* extension: "<name> extension" for a known extension name (``bazaar``).
+
+The value of each field is decided once: two different values for one field cancel (no filter).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+from pytest_searcheval import strkey
+from pytest_searcheval.engine.x402 import AssetLike
+
+__all__ = ["Extraction", "extract", "extract_constraints"]
+
+TESTNET, PUBNET = "stellar:testnet", "stellar:pubnet"
+KNOWN_EXTENSIONS = ("bazaar",)
+MAX_QUERY_CHARS = 2048
+
+_OTHER_CHAINS = (
+    r"ethereum|eth|bitcoin|btc|solana|sol|polygon|matic|base|arbitrum|optimism|avalanche|avax|"
+    r"bsc|bnb|sepolia|goerli|holesky|tron|cardano|near|sui|aptos|cosmos|polkadot|xrp|ripple|"
+    r"algorand|hedera|lightning"
+)
+_WORD_NUMBERS: dict[str, Decimal] = {
+    "a": Decimal(1),
+    "an": Decimal(1),
+    "one": Decimal(1),
+    "two": Decimal(2),
+    "three": Decimal(3),
+    "four": Decimal(4),
+    "five": Decimal(5),
+    "six": Decimal(6),
+    "seven": Decimal(7),
+    "eight": Decimal(8),
+    "nine": Decimal(9),
+    "ten": Decimal(10),
+    "twenty": Decimal(20),
+    "fifty": Decimal(50),
+    "hundred": Decimal(100),
+    "a hundred": Decimal(100),
+    "half a": Decimal("0.5"),
+    "a half": Decimal("0.5"),
+    "a quarter of a": Decimal("0.25"),
+    "a tenth of a": Decimal("0.1"),
+    "one tenth of a": Decimal("0.1"),
+    "a hundredth of a": Decimal("0.01"),
+    "a thousandth of a": Decimal("0.001"),
+    "a fraction of a": Decimal(-1),  # no number: never a filter
+}
+#: Things with prices of their own: a ceiling right after one of them is the topic.
+_PRICED_NOUNS = (
+    r"stocks?|shares?|equit(?:y|ies)|products?|items?|flights?|fares?|hotels?|rooms?|tickets?|"
+    r"homes?|houses?|rentals?|apartments?|propert(?:y|ies)|cars?|vehicles?|deals?|coins?|"
+    r"tokens?|nfts?|books?|games?|meals?|gifts?|wines?|goods|bonds|options|cryptos?|"
+    r"cryptocurrenc(?:y|ies)|commodit(?:y|ies)|groceries|clothes|shoes|laptops?|phones?|"
+    r"domains?|subscriptions?|plans?|courses?|rides?|trips?|stays?|restaurants?|dishes"
+)
+_PER_CALL = (
+    r"(?:per|a|an|each|every|for\s+each|for\s+one|/)\s*"
+    r"(?:call|request|req|query|lookup|use|invocation|hit|run|api\s+call)s?\b"
+)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """Filters found in a query (filter vocabulary, JSON-safe strings) and the text left over.
+
+    ``matches`` lists ``(field, matched text)`` for every cue, including ones that cancelled.
+    """
+
+    filters: dict[str, str]
+    text: str
+    matches: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Hit:
+    field: str
+    value: str | None  # None: recognised (and removed from the text) but no filter
+    start: int
+    end: int
+
+
+def _decimal_text(d: Decimal) -> str:
+    text = format(d.normalize(), "f")
+    return text
+
+
+def _parse_number(text: str) -> Decimal | None:
+    t = text.replace(",", "").strip()
+    try:
+        d = Decimal(t)
+    except InvalidOperation:
+        return None
+    return d if d.is_finite() and d >= 0 else None
+
+
+class _Extractor:
+    def __init__(self, assets: Iterable[AssetLike]) -> None:
+        self.assets = list(assets)
+        self.codes: dict[str, str] = {}
+        for a in self.assets:
+            self.codes.setdefault(a.code.lower(), a.code)
+        self.addresses = {a.address for a in self.assets}
+        # USD rate of one whole unit of each code (only when every network agrees).
+        rates: dict[str, set[Decimal]] = {}
+        for a in self.assets:
+            if a.usd is not None:
+                rates.setdefault(a.code, set()).add(Decimal(a.usd))
+        self.rates = {code: next(iter(r)) for code, r in rates.items() if len(r) == 1}
+        self.euro_code = next((c for c in ("EURC", "EURS", "EUROC") if c in self.rates), None)
+
+    # -- cues --------------------------------------------------------------------------------
+
+    def hits(self, text: str) -> list[_Hit]:
+        low = text.lower()
+        out: list[_Hit] = []
+        for finder in (
+            self._recipients,
+            self._prices,
+            self._networks,
+            self._types,
+            self._schemes,
+            self._assets,
+            self._extensions,
+        ):
+            for hit in finder(text, low):
+                if not any(hit.start < h.end and h.start < hit.end for h in out):
+                    out.append(hit)
+        return out
+
+    def _recipients(self, text: str, low: str) -> Iterable[_Hit]:
+        for m in re.finditer(r"\b[GMC][A-Z2-7]{55}(?:[A-Z2-7]{13})?\b", text):
+            key = m.group(0)
+            if not strkey.is_valid(key):
+                continue
+            start = m.start()
+            lead = re.search(
+                r"(?:\b(?:pay(?:s|ing)?|paid|payto|pay\s+to|recipient|receiver|payee|"
+                r"address|to)\s*[:=]?\s*)$",
+                low[:start],
+            )
+            if lead:
+                start = lead.start()
+            if key.startswith("C") and key in self.addresses:
+                yield _Hit("asset", key, start, m.end())
+            else:
+                yield _Hit("recipient", key, start, m.end())
+
+    def _networks(self, text: str, low: str) -> Iterable[_Hit]:
+        pattern = re.compile(
+            r"(?P<neg>\b(?:not|no|never|without|except|excluding)\s+(?:on\s+(?:the\s+)?)?)?"
+            r"(?P<pre>\b(?:on|via|over|using|for|in)\s+(?:the\s+)?)?"
+            r"(?:stellar(?:'s)?\s+)?"
+            r"(?P<net>test[\s-]?net|testnets|pub[\s-]?net|main[\s-]?net|public\s+network|"
+            r"public\s+net|production\s+network|live\s+network)\b"
+            r"(?P<post>\s+network)?"
+        )
+        for m in pattern.finditer(low):
+            before = low[: m.start("net")]
+            if re.search(rf"\b(?:{_OTHER_CHAINS})(?:'s)?\s+(?:\w+\s+)?$", before):
+                continue
+            net = m.group("net")
+            if net.startswith(("public", "production", "live")) and not re.search(
+                r"stellar(?:'s)?\s+$", before
+            ):
+                # "public network" alone is too common a phrase; only "stellar public network".
+                continue
+            value = TESTNET if net.startswith("test") else PUBNET
+            if m.group("neg"):
+                value = PUBNET if value == TESTNET else TESTNET
+            yield _Hit("network", value, m.start(), m.end())
+
+    def _types(self, text: str, low: str) -> Iterable[_Hit]:
+        negated = re.compile(
+            r"\b(?:not|no|non|never|without|rather\s+than|instead\s+of|other\s+than)"
+            r"(?:\s+an?|\s+via|\s+as\s+an?|\s+through)?[\s-]+"
+            r"(?:mcp|model\s+context\s+protocol)(?:\s+(?:tools?|servers?|server\s+tools?))?\b"
+        )
+        for m in negated.finditer(low):
+            yield _Hit("type", "http", m.start(), m.end())
+        mcp = re.compile(
+            r"(?P<pre>\b(?:as|via|through|over|using|with|from)\s+(?:an?\s+|the\s+)?)?"
+            r"(?P<word>\bmcp\b|\bmodel\s+context\s+protocol\b)"
+            r"(?:\s*\(mcp\))?"
+            r"(?:[\s-]+(?:compatible|enabled|native|based))?"
+            r"(?:\s+(?:tools?|servers?|server\s+tools?|integrations?|endpoints?))?"
+        )
+        for m in mcp.finditer(low):
+            if negated.search(low[max(0, m.start() - 30) : m.end() + 1]) and re.search(
+                r"(?:not|no|non|never|without|than|of)[\s-]+(?:an?\s+|via\s+|as\s+an?\s+)?$",
+                low[: m.start("word")],
+            ):
+                continue
+            before = low[: m.start("word")]
+            after = low[m.end("word") :]
+            if re.search(
+                r"\b(?:list(?:s|ing)?\s+of|director(?:y|ies)\s+(?:of|for)|registr(?:y|ies)\s+"
+                r"(?:of|for)|catalog(?:ue)?s?\s+of|index\s+of|about|monitor(?:s|ing)?|"
+                r"that\s+lists|which\s+lists|search(?:es|ing)?\s+(?:for|across)|build(?:ing)?|"
+                r"develop(?:ing)?|debug(?:ging)?|test(?:ing)?|host(?:ing)?)\s+(?:an?\s+|the\s+)?$",
+                before,
+            ) or re.match(
+                r"(?:\s+(?:servers?|tools?))?\s+(?:director(?:y|ies)|registr(?:y|ies)|catalogs?|"
+                r"indexes|spec(?:ification)?s?|sdks?|framework|debugger|inspector|hosting)\b",
+                after,
+            ):
+                continue
+            yield _Hit("type", "mcp", m.start(), m.end())
+        http = re.compile(
+            r"(?P<pre>\b(?:as|via|through|over|using|with)\s+(?:an?\s+|the\s+)?)?"
+            r"(?:\b(?:plain|regular|ordinary|simple|normal|standard)\s+)?"
+            r"(?:\bhttps?\b|\brest(?:ful)?\b)"
+            r"(?:\s+(?:json\s+)?(?:endpoints?|apis?|resources?|services?|routes?|urls?|calls?))?"
+        )
+        for m in http.finditer(low):
+            word = m.group(0)
+            explicit = re.search(r"\b(?:plain|regular|ordinary|simple|normal|standard)\s", word)
+            has_noun = re.search(
+                r"(?:endpoints?|apis?|resources?|services?|routes?|urls?|calls?)$", word
+            )
+            if not (explicit or has_noun):
+                continue
+            if "rest" in word and not has_noun:
+                continue
+            before = low[: m.start()]
+            after = low[m.end() :]
+            if re.search(
+                r"\b(?:for|test(?:s|ing)?|monitor(?:s|ing)?|mock(?:s|ing)?|document(?:s|ing)?|"
+                r"generat(?:e|es|ing)|convert(?:s|ing)?|debug(?:s|ging)?|fuzz(?:ing)?|"
+                r"scan(?:s|ning)?|inspect(?:s|ing)?|log(?:s|ging)?|call(?:s|ing)?|"
+                r"wrap(?:s|ping)?|any|other|third[\s-]party|your)\s+(?:an?\s+|the\s+)?$",
+                before,
+            ) and not re.match(r"\s*(?:for|that|which|to)\b", after):
+                continue
+            if re.match(
+                r"\s+(?:status|headers?|requests?|responses?|codes?|client|proxy|logs?|traffic|"
+                r"testing|tester|monitor(?:ing)?|mock(?:s|ing)?|documentation|docs|specs?|"
+                r"schema|generator|gateway|fuzzer|scanner|checker)\b",
+                after,
+            ):
+                continue
+            yield _Hit("type", "http", m.start(), m.end())
+
+    def _schemes(self, text: str, low: str) -> Iterable[_Hit]:
+        upto = re.compile(
+            r"(?:\b(?:the|an?|with|using|via|on|under)\s+)?"
+            r"(?:\bupto\b(?:\s+(?:payment\s+)?(?:scheme|pricing|billing|payments?|model|plan))?|"
+            r"\bup-to\s+(?:payment\s+)?(?:scheme|pricing|billing|payments?)|"
+            r"\bpay[\s-]+as[\s-]+you[\s-]+go\b(?:\s+(?:pricing|billing|payments?|model|plan))?|"
+            r"\b(?:usage|consumption|metered)[\s-]+(?:based\s+)?(?:pricing|billing|payments?|"
+            r"charging|model)\b|"
+            r"\busage[\s-]+based\b|"
+            r"\bpay[\s-]+(?:per|for\s+what\s+you)[\s-]+(?:use|usage)\b(?:\s+(?:pricing|billing))?)"
+        )
+        for m in upto.finditer(low):
+            yield _Hit("scheme", "upto", m.start(), m.end())
+        exact = re.compile(
+            r"(?:\b(?:the|an?|with|using|via|on|under|at\s+an?)\s+)?"
+            r"(?:\bexact\s+(?:x402\s+)?(?:payment\s+)?(?:scheme|payments?|pricing|price\b(?!\s+of))|"
+            r"\bexact[\s-]+scheme\b|"
+            r"\bscheme\s*[:=]?\s*exact\b|"
+            r"\b(?:fixed|flat)[\s-]+(?:exact\s+)?(?:price|pricing|fee|rate|cost)"
+            r"(?:\s+(?:per\s+(?:call|request)|payments?))?(?!\s+(?:of|for|shipping|tax))\b)"
+        )
+        for m in exact.finditer(low):
+            before = low[: m.start()]
+            if re.search(r"\b(?:the|find|get|calculate|compute|look\s+up)\s+$", before) and (
+                "scheme" not in m.group(0)
+            ):
+                continue
+            yield _Hit("scheme", "exact", m.start(), m.end())
+
+    def _code_topic(self, low: str, start: int, end: int) -> bool:
+        before, after = low[:start], low[end:]
+        if re.match(
+            r"(?:'s)?\s*(?:/|to\s+\w+\b|(?:exchange\s+|conversion\s+)?(?:price|prices|rate|rates|"
+            r"supply|balance|balances|transfers?|wallet|wallets|volume|market|chart|charts|"
+            r"history|data|conversions?|quotes?|ticker|peg|reserves?|holders?|tokens?|"
+            r"liquidity|yield|staking|swap|bridge|trading|analytics|feed)\b)",
+            after,
+        ):
+            return True
+        codes = "|".join(re.escape(c) for c in self.codes)
+        if re.search(
+            rf"\b(?:{codes}|usd|eur|euros?|dollars?)\s+(?:to|into|vs\.?|versus)\s+$", before
+        ):
+            return True  # "convert EURC to USDC": a pair of currencies is the topic
+        return bool(
+            re.search(
+                r"\b(?:of|convert(?:s|ing)?|between|swap(?:s|ping)?|buy(?:s|ing)?|sell(?:s|ing)?|"
+                r"track(?:s|ing)?|exchange|from|send(?:s|ing)?|transfer(?:s|ring)?|receive|"
+                r"bridge|mint(?:s|ing)?|hold(?:s|ing)?|stake|lend|borrow)\s+(?:some\s+|my\s+)?$",
+                before,
+            )
+        )
+
+    def _assets(self, text: str, low: str) -> Iterable[_Hit]:
+        if self.codes:
+            names = "|".join(sorted((re.escape(c) for c in self.codes), key=len, reverse=True))
+            pattern = re.compile(
+                r"(?P<pre>\b(?:(?:paid|pay(?:s|ing|able)?|priced|settled?|settles|charged?|"
+                r"billed)\s+(?:for\s+)?(?:in|with|using|via)|accept(?:s|ing)?|takes?|"
+                r"in|with|using|via|for)\s+)?"
+                rf"\b(?P<code>{names})\b(?P<post>\s+(?:payments?|only|accepted))?"
+            )
+            for m in pattern.finditer(low):
+                if self._code_topic(low, m.start("code"), m.end("code")) and not m.group("pre"):
+                    continue
+                if (
+                    m.group("pre")
+                    and m.group("pre").strip() in ("in", "with", "for")
+                    and (self._code_topic(low, m.start("code"), m.end("code")))
+                ):
+                    continue
+                yield _Hit("asset", self.codes[m.group("code")], m.start(), m.end())
+        if self.euro_code is not None:
+            euro = re.compile(
+                r"\b(?:paid|pay(?:s|ing|able)?|priced|settled?|charged?|billed)\s+"
+                r"(?:for\s+)?(?:in|with|using)\s+(?:euros?|eur)\b"
+            )
+            for m in euro.finditer(low):
+                yield _Hit("asset", self.euro_code, m.start(), m.end())
+
+    def _extensions(self, text: str, low: str) -> Iterable[_Hit]:
+        names = "|".join(re.escape(n) for n in KNOWN_EXTENSIONS)
+        for m in re.finditer(
+            rf"(?:\b(?:with|using|has|having|supports?|supporting)\s+(?:the\s+|an?\s+)?)?"
+            rf"\b(?P<name>{names})\s+extensions?\b",
+            low,
+        ):
+            yield _Hit("extension", m.group("name"), m.start(), m.end())
+
+    # -- prices ------------------------------------------------------------------------------
+
+    def _amount_unit(self, number: Decimal, unit: str) -> tuple[Decimal | None, str | None]:
+        """USD amount of ``number unit`` and the asset it names (if any)."""
+        u = unit.strip().lower()
+        if u in ("$", "usd", "us$", "dollar", "dollars", "buck", "bucks", "usd$"):
+            return number, None
+        if u in ("cent", "cents", "¢", "c", "penny", "pennies"):
+            return number / 100, None
+        if u in ("€", "eur", "euro", "euros"):
+            rate = self.rates.get(self.euro_code) if self.euro_code else None
+            return (number * rate if rate is not None else None), None
+        code = self.codes.get(u)
+        if code is not None:
+            rate = self.rates.get(code)
+            return (number * rate if rate is not None else None), code
+        return None, None
+
+    def _prices(self, text: str, low: str) -> Iterable[_Hit]:
+        codes = "|".join(sorted((re.escape(c) for c in self.codes), key=len, reverse=True))
+        unit_words = r"usd|us\$|dollars?|bucks?|cents?|¢|pennies|penny|eur|euros?|€"
+        if codes:
+            unit_words = f"{unit_words}|{codes}"
+        number = r"\d+(?:,\d{3})*(?:\.\d+)?|\.\d+"
+        words = "|".join(sorted((re.escape(w) for w in _WORD_NUMBERS), key=len, reverse=True))
+        amount = (
+            rf"(?:(?P<cur>\$|us\$|usd|€|eur)\s?(?P<n1>{number})(?:\s?(?P<u1>cents?|usd))?"
+            rf"|(?P<n2>{number})\s?(?P<u2>{unit_words}|\$)(?![a-z])"
+            rf"|(?P<w>{words})\s+(?P<u3>dollars?|cents?|penny|pennies|dime|nickel|buck|bucks)\b"
+            rf"|(?P<w2>a\s+penny|a\s+dime|a\s+nickel|a\s+buck))"
+        )
+        bound = (
+            r"under|below|beneath|less\s+than|lower\s+than|cheaper\s+than|fewer\s+than|"
+            r"at\s+most|no\s+more\s+than|not\s+more\s+than|not\s+over|not\s+exceeding|"
+            r"no\s+higher\s+than|max(?:imum)?(?:\s+of)?|max\.|up\s+to|upto|within|capped\s+at|"
+            r"a\s+budget\s+of|budget(?:\s+of)?|<=|<|≤|=<|tops|≤\s*"
+        )
+        pre = re.compile(
+            rf"(?P<lead>\b(?:for|at|costing|costs?|priced|price|pricing|that\s+costs?|paying|"
+            rf"pay|charging|spend(?:ing)?)\s+)?"
+            rf"(?P<bound>(?<![\w$]){'(?:' + bound + ')'})\s*(?::\s*)?"
+            rf"(?:(?:a|one)\s+)?{amount}"
+            rf"(?P<per>\s+{_PER_CALL}|\s+per\s+(?:call|request|query))?"
+        )
+        post = re.compile(
+            rf"(?<![\w.]){amount}"
+            rf"(?P<per>\s+{_PER_CALL})?"
+            r"\s+(?P<bound>or\s+(?:less|under|cheaper|below)|max(?:imum)?\b|at\s+most|tops|"
+            r"or\s+lower|ceiling|limit|cap)"
+        )
+        sub = re.compile(r"\bsub[\s-]?(?P<unit>cent|penny|dollar)\b(?:\s+(?:pric\w*|cost))?")
+        found: list[_Hit] = []
+        for m in list(pre.finditer(low)) + list(post.finditer(low)):
+            usd, code = self._value(m)
+            if usd is None:
+                continue
+            if not m.group("per") and self._priced_topic(low, m.start()):
+                continue
+            if any(m.start() < h.end and h.start < m.end() for h in found):
+                continue
+            found.append(_Hit("max_price_usd", _decimal_text(usd), m.start(), m.end()))
+            if code is not None:
+                found.append(_Hit("asset", code, m.end(), m.end()))
+        for m in sub.finditer(low):
+            if any(m.start() < h.end and h.start < m.end() for h in found):
+                continue
+            usd = Decimal("0.01") if m.group("unit") in ("cent", "penny") else Decimal(1)
+            found.append(_Hit("max_price_usd", _decimal_text(usd), m.start(), m.end()))
+        return found
+
+    def _value(self, m: re.Match[str]) -> tuple[Decimal | None, str | None]:
+        if m.group("n1") is not None:
+            n = _parse_number(m.group("n1"))
+            if n is None:
+                return None, None
+            unit = m.group("u1") or m.group("cur")
+            if unit and unit.startswith("cent"):
+                return n / 100, None
+            return self._amount_unit(n, unit if unit != "usd" else "$")
+        if m.group("n2") is not None:
+            n = _parse_number(m.group("n2"))
+            return (None, None) if n is None else self._amount_unit(n, m.group("u2"))
+        if m.group("w") is not None:
+            n = _WORD_NUMBERS[m.group("w")]
+            if n < 0:
+                return None, None
+            unit = m.group("u3")
+            if unit == "dime":
+                return n * Decimal("0.10"), None
+            if unit == "nickel":
+                return n * Decimal("0.05"), None
+            return self._amount_unit(n, unit)
+        if m.group("w2") is not None:
+            coin = m.group("w2").split()[-1]
+            value = {"penny": "0.01", "dime": "0.10", "nickel": "0.05", "buck": "1"}[coin]
+            return Decimal(value), None
+        return None, None
+
+    def _priced_topic(self, low: str, start: int) -> bool:
+        """The ceiling follows a thing with its own price ("stocks under $5")."""
+        before = low[:start]
+        return bool(
+            re.search(
+                rf"\b(?:{_PRICED_NOUNS})(?:\s+(?:that\s+(?:cost|are|sell)|priced|costing|"
+                rf"selling|trading|going\s+for|for|at))?\s*$",
+                before,
+            )
+        )
+
+    # -- decision ----------------------------------------------------------------------------
+
+    def run(self, query: str) -> Extraction:
+        text = query[:MAX_QUERY_CHARS]
+        hits = sorted(self.hits(text), key=lambda h: h.start)
+        values: dict[str, set[str]] = {}
+        for h in hits:
+            if h.value is not None:
+                values.setdefault(h.field, set()).add(h.value)
+        filters: dict[str, str] = {}
+        for key, vals in values.items():
+            if len(vals) == 1:
+                filters[key] = next(iter(vals))
+            elif key == "max_price_usd":
+                # Two ceilings ("between $1 and $5", "under $5, ideally under $1"): the
+                # looser one is the hard constraint.
+                filters[key] = _decimal_text(max(Decimal(v) for v in vals))
+        remaining = _remove(text, [(h.start, h.end) for h in hits])
+        return Extraction(filters, remaining, [(h.field, text[h.start : h.end]) for h in hits])
+
+
+_FILLER = re.compile(
+    r"(?:^|(?<=\s))(?:on|in|via|with|for|paid|pay|payable|priced|and|or|but|that|which|accepts?|"
+    r"using|over|at|costing|costs?|a|an|the|,|;|-)(?=\s|$)",
+    re.IGNORECASE,
+)
+
+
+def _remove(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` without the cue spans, dangling connectives and punctuation."""
+    if not spans:
+        return " ".join(text.split())
+    pieces: list[str] = []
+    last = 0
+    for start, end in sorted(spans):
+        if start < last:
+            start = last
+        pieces.append(text[last:start])
+        pieces.append(" , ")
+        last = max(last, end)
+    pieces.append(text[last:])
+    joined = "".join(pieces)
+    # Drop connectives left dangling at the edges of each removed span.
+    chunks = [c.strip() for c in re.split(r"\s*[,;]\s*", joined)]
+    cleaned: list[str] = []
+    for chunk in chunks:
+        words = chunk.split()
+        while words and _FILLER.fullmatch(words[-1]):
+            words.pop()
+        while words and _FILLER.fullmatch(words[0]) and len(words) > 1:
+            words.pop(0)
+        if words and not (len(words) == 1 and _FILLER.fullmatch(words[0])):
+            cleaned.append(" ".join(words))
+    return " ".join(cleaned).strip()
+
+
+def extract(query: str, assets: Iterable[AssetLike]) -> Extraction:
+    """Filters stated in ``query`` and the query text without them (see the module docstring)."""
+    return _Extractor(assets).run(query)
+
+
+def extract_constraints(query: str, assets: Iterable[AssetLike]) -> tuple[dict[str, str], str]:
+    """``(filters, remaining query text)``; filters use the vocabulary of ``FILTER_KEYS``."""
+    found = extract(query, assets)
+    return found.filters, found.text
