@@ -691,7 +691,7 @@ def _agree(args: argparse.Namespace) -> int:
     if adj_path is not None and adj_path.exists():
         adjudication = read_adjudication(adj_path, problems, args.adjudicate, grades)
     problems.raise_if_any()
-    result = merge_judgments(a, b, adjudication)
+    result = merge_judgments(a, b, adjudication, grades=grades)
     s = result.agreement
     print(f"pairs:            {s.n}")
     print(f"exact agreement:  {s.exact:.4f}")

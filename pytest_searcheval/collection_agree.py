@@ -70,10 +70,13 @@ def merge_judgments(
     a: Mapping[str, Mapping[str, int]],
     b: Mapping[str, Mapping[str, int]],
     adjudication: Mapping[tuple[str, str], Adjudication] | None = None,
+    *,
+    grades: Sequence[int] | None = None,
 ) -> MergeResult:
     """Compare and merge two judgment sets that cover exactly the same pairs.
 
-    Agreement statistics come from ``stats.agreement`` over the pairs in sorted order.
+    Agreement statistics come from ``stats.agreement`` over the pairs in sorted order, with
+    ``grades`` (the declared scale) as the kappa labels.
     Raises ValueError when the pair sets differ or an adjudication is stale or names a pair
     that is not a two-apart disagreement.
     """
@@ -91,7 +94,7 @@ def merge_judgments(
     pairs = sorted(pa)
     ga = [a[q][d] for q, d in pairs]
     gb = [b[q][d] for q, d in pairs]
-    stats = agreement(ga, gb)
+    stats = agreement(ga, gb, labels=grades)
     adjudication = adjudication or {}
     merged: dict[str, dict[str, int]] = {}
     pending: list[Disagreement] = []
