@@ -202,6 +202,9 @@ def test_schema_is_marked_and_every_pooled_connection_uses_it(catalog_dsn: str) 
         assert datetime.now(UTC) - datetime.fromisoformat(marker["created_at"]) < timedelta(
             minutes=5
         )
+        facts = iso.describe()
+        assert facts["schema"] == iso.name and facts["params"] == {"embedding_dim": 384}
+        assert facts["search_path"].startswith(f'"{iso.name}"')
         _seed(iso, 7)
         # hold every pooled connection at once, so each one is checked, not the same one 3 times
         with iso.connection() as a, iso.connection() as b, iso.connection() as c:
@@ -231,6 +234,21 @@ def test_schema_dropped_after_exception(catalog_dsn: str) -> None:
         _seed(iso)
         assert _run_schemas(catalog_dsn) == [iso.name]
         raise RuntimeError("boom")
+    assert _run_schemas(catalog_dsn) == []
+
+
+def test_forgotten_close_still_drops_at_interpreter_exit(catalog_dsn: str) -> None:
+    code = (
+        "from pytest_searcheval.engine.isolation import IsolatedSchema\n"
+        f"iso = IsolatedSchema({catalog_dsn!r}).open()\n"
+        "print(iso.name)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith("searcheval_")
     assert _run_schemas(catalog_dsn) == []
 
 

@@ -25,6 +25,7 @@ name from configuration for writing.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -340,6 +341,11 @@ class IsolatedSchema:
                         )
                     )
                 self._created = True
+                # A run that forgets close() (or dies in an unhandled exception) still drops its
+                # schema at interpreter exit; registered after pgserver's own atexit hook, so it
+                # runs before the embedded server is stopped. SIGKILL is handled by the next
+                # run's stale cleanup instead.
+                atexit.register(self._close_at_exit)
                 t1 = time.perf_counter()
                 assert_own_schema(conn, self.name, self.run_id)
                 _migrate.migrate(
@@ -360,11 +366,16 @@ class IsolatedSchema:
             raise
         return self
 
+    def _close_at_exit(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
     def close(self) -> None:
         """Close the pool and drop our schema. Idempotent; safe after a failed :meth:`open`."""
         if self._closed:
             return
         self._closed = True
+        atexit.unregister(self._close_at_exit)
         if self._pool is not None:
             self._pool.close()
             self._pool = None
@@ -384,6 +395,17 @@ class IsolatedSchema:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-safe facts about this run's isolation, for /healthz and reports."""
+        return {
+            "schema": self.name,
+            "run_id": self.run_id,
+            "search_path": self.search_path,
+            "params": dict(self.params),
+            "stale_schemas_dropped": list(self.stale_dropped),
+            "timings": dict(self.timings),
+        }
 
     # -- connections -------------------------------------------------------------------------
 
