@@ -82,6 +82,8 @@ class Embedder:
         self._memory_items = memory_items
         self._db = sqlite3.connect(self.cache_dir / "embeddings.sqlite", check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # A lost cache row is recomputed, never wrong: trade durability for commit latency.
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS vectors (model TEXT, revision TEXT, key TEXT, dim INTEGER,"
             " vec BLOB, PRIMARY KEY (model, revision, key))"

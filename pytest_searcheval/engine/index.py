@@ -4,8 +4,9 @@ Analyzer (the same chain for documents and queries):
 
 1. Unicode NFKC normalisation, then ``str.casefold`` (lowercase that also folds German sharp s);
    combining marks are dropped after an NFKD pass so ``café`` and ``cafe`` meet.
-2. Split on every run of characters that are not letters or digits (``[^\\w]|_``), so URL paths,
-   snake_case tool names and kebab-case ids split into words.
+2. Drop English possessives (``'s``, as Lucene's EnglishPossessiveFilter), then split on every
+   run of characters that are not letters or digits (``[^\\w]|_``), so URL paths, snake_case
+   tool names and kebab-case ids split into words.
 3. Drop English stopwords (the classic 33-word Lucene/Elasticsearch ``_english_`` list plus a few
    query fillers) and tokens longer than 40 characters (hashes, addresses).
 4. Stem with the Porter (1980) algorithm, implemented in this module (original rules, no Snowball
@@ -43,6 +44,7 @@ _QUERY_FILLERS = "i me my we our you your can could would should please want nee
 STOPWORDS: frozenset[str] = frozenset(_LUCENE_STOP.split() + _QUERY_FILLERS.split())
 
 _SPLIT = re.compile(r"[\W_]+", re.UNICODE)
+_POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s\b")
 _MAX_TOKEN = 40
 
 
@@ -54,7 +56,8 @@ def _fold(text: str) -> str:
 
 def tokenize(text: str) -> list[str]:
     """Normalised tokens before stopping and stemming."""
-    return [t for t in _SPLIT.split(_fold(text)) if t and len(t) <= _MAX_TOKEN]
+    folded = _POSSESSIVE.sub("", _fold(text))
+    return [t for t in _SPLIT.split(folded) if t and len(t) <= _MAX_TOKEN]
 
 
 def analyze(text: str) -> list[str]:

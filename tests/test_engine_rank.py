@@ -1,0 +1,170 @@
+"""Unit tests of the ranking pieces that need neither PostgreSQL nor the embedding model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_searcheval.engine import fusion, index, threshold
+from pytest_searcheval.engine.bm25 import BM25FParams, idf
+from pytest_searcheval.engine.fusion import FusionParams
+from pytest_searcheval.engine.threshold import NoResultRule, Sample
+
+# Reference outputs of Porter's published algorithm (tartarus.org voc.txt / output.txt).
+PORTER = {
+    "caresses": "caress",
+    "ponies": "poni",
+    "cats": "cat",
+    "feed": "feed",
+    "agreed": "agre",
+    "plastered": "plaster",
+    "motoring": "motor",
+    "sing": "sing",
+    "conflated": "conflat",
+    "hopping": "hop",
+    "filing": "file",
+    "happy": "happi",
+    "relational": "relat",
+    "conditional": "condit",
+    "valenci": "valenc",
+    "digitizer": "digit",
+    "generalization": "gener",
+    "triplicate": "triplic",
+    "hopeful": "hope",
+    "goodness": "good",
+    "revival": "reviv",
+    "allowance": "allow",
+    "adjustable": "adjust",
+    "adoption": "adopt",
+    "controll": "control",
+    "probate": "probat",
+    "electricity": "electr",
+    "generous": "gener",
+}
+
+
+@pytest.mark.parametrize(("word", "expected"), sorted(PORTER.items()))
+def test_porter_matches_reference(word: str, expected: str) -> None:
+    assert index.stem(word) == expected
+
+
+def test_analyzer_normalises_splits_stops_and_stems() -> None:
+    assert index.analyze("The Café's FORECASTS for get_weather-daily /v1/") == [
+        "cafe",
+        "forecast",
+        "get",
+        "weather",
+        "daili",
+        "v1",
+    ]
+    # full-width digits and letters fold under NFKC
+    assert index.analyze("\uff21\uff30\uff29 \uff12\uff10\uff12\uff16") == ["api", "2026"]
+    assert index.analyze("the and of") == []
+
+
+def test_field_texts_use_url_path_tool_name_and_never_the_sidecar() -> None:
+    texts = index.field_texts(
+        "Title",
+        "Body",
+        {"provider": "Skyline Labs", "tags": ["weather", 3]},
+        {
+            "resource": "https://api.skyline.example/v1/forecast/daily?x=1",
+            "tool": {"name": "get_forecast", "server": "mcp://wx.example"},
+        },
+    )
+    assert texts["meta"] == "Skyline Labs weather"
+    assert texts["url"].split() == ["api", "skyline", "/v1/forecast/daily"]
+    assert "get_forecast" in texts["tool"]
+    assert "sidecar" not in " ".join(texts.values())
+
+
+def test_bm25f_params_are_validated() -> None:
+    with pytest.raises(ValueError, match="b\\['text'\\]"):
+        BM25FParams(b={"text": 1.5})
+    with pytest.raises(ValueError, match="k1"):
+        BM25FParams(k1=-1)
+    names, weights, bs = BM25FParams(weights={"title": 2.0, "text": 0.0}).field_arrays()
+    assert names == ["title"] and weights == [2.0] and len(bs) == 1
+
+
+def test_idf_is_non_negative_and_decreasing() -> None:
+    assert idf(100, 100) > 0
+    assert idf(100, 1) > idf(100, 10) > idf(100, 90)
+
+
+def test_rrf_weighted_formula() -> None:
+    params = FusionParams(k=60, weights={"lexical": 2.0, "semantic": 1.0})
+    fused = dict(fusion.rrf({"lexical": ["a", "b"], "semantic": ["b", "c"]}, params))
+    assert fused["a"] == pytest.approx(2 / 61)
+    assert fused["b"] == pytest.approx(2 / 62 + 1 / 61)
+    assert fused["c"] == pytest.approx(1 / 62)
+
+
+def test_prior_reorders_ties_only() -> None:
+    params = FusionParams(k=60)
+    # a leads b by one rank in one list and they tie elsewhere: the best prior cannot flip it.
+    priors = {"a": 0.0, "b": 1.0}
+    fused = fusion.rrf({"lexical": ["a", "b"], "semantic": ["x", "y"]}, params, priors)
+    assert [d for d, _ in fused].index("a") < [d for d, _ in fused].index("b")
+    # exact tie (a first in one list, b first in the other): the prior decides.
+    tied = fusion.rrf({"lexical": ["a", "b"], "semantic": ["b", "a"]}, params, priors)
+    assert tied[0][0] == "b"
+    assert params.prior_eps < 1 / 61 - 1 / 62
+
+
+def test_prior_signal_uses_liveness_and_settlements_only() -> None:
+    top = fusion.max_settlements([{"settlements": 999}, {"settlements": 9}, {}])
+    assert top == 999
+    live = fusion.prior_signal({"liveness": "live", "settlements": 999}, top)
+    stale = fusion.prior_signal({"liveness": "stale", "settlements": 0}, top)
+    assert live == pytest.approx(1.0) and stale == 0.0
+    with_category = fusion.prior_signal(
+        {"liveness": "live", "settlements": 999, "category": "weather"}, top
+    )
+    assert with_category == live
+    mid = fusion.prior_signal({"liveness": "degraded", "settlements": 9}, top)
+    assert mid == pytest.approx((0.5 + math.log1p(9) / math.log1p(999)) / 2)
+
+
+def _samples() -> list[Sample]:
+    pos = [Sample(f"a{i}", 0.45 + 0.02 * i, 0.6, True) for i in range(20)]
+    pos.append(Sample("hard", 0.20, 0.1, True))  # an answerable query that looks unanswerable
+    neg = [Sample(f"n{i}", 0.10 + 0.02 * i, 0.2, False) for i in range(10)]
+    neg.append(Sample("tricky", 0.6, 0.9, False))
+    return pos + neg
+
+
+def test_threshold_fit_respects_answerable_loss_budget() -> None:
+    samples = _samples()
+    strict = threshold.fit_profile("semantic", samples, max_answerable_loss=0.0)
+    assert strict.suppressed_answerable == []
+    assert strict.rule.tau <= 0.20
+    loose = threshold.fit_profile("semantic", samples, max_answerable_loss=0.05)
+    assert loose.suppressed_answerable == ["hard"]
+    assert loose.answered_no_result == ["tricky"]
+    assert loose.no_result_accuracy == pytest.approx(10 / 11)
+    # the cut sits in the middle of the gap between classes
+    assert 0.28 < loose.rule.tau < 0.45
+
+
+def test_threshold_hybrid_uses_both_features() -> None:
+    samples = [
+        Sample("a", 0.30, 0.9, True),
+        Sample("b", 0.50, 0.1, True),
+        Sample("n", 0.35, 0.0, False),
+        Sample("m", 0.25, 0.3, False),
+    ]
+    fit = threshold.fit_profile("hybrid", samples, max_answerable_loss=0.0)
+    assert fit.no_result_accuracy == 1.0 and fit.answerable_kept == 1.0
+    assert 0 < fit.rule.w_cos < 1
+
+
+def test_threshold_needs_both_classes_and_round_trips() -> None:
+    with pytest.raises(ValueError, match="no-result"):
+        threshold.fit_profile("lexical", [Sample("a", None, 0.5, True)])
+    rules = {"hybrid": NoResultRule(0.7, 0.3, 0.31)}
+    assert threshold.rules_from_json(threshold.rules_to_json(rules)) == rules
+    with pytest.raises(ValueError, match=r"x\.json"):
+        threshold.rules_from_json("{}", source="x.json")
+    assert rules["hybrid"].suppress(0.2, 0.3) and not rules["hybrid"].suppress(0.4, 0.3)
