@@ -484,10 +484,16 @@ class SearchEvalFile(pytest.File):
     """The collection's anchor file; its children are the generated tests."""
 
     def collect(self) -> Iterator[pytest.Item]:
+        from .collection_model import CollectionError
         from .plugin import STATE_KEY
 
         state = self.config.stash[STATE_KEY]
         state.collected = True
+        try:
+            state.selected_queries()
+        except (CollectionError, KeyError) as exc:
+            # The problems name file, line and field; a traceback would only hide them.
+            raise self.CollectError(str(exc)) from None
         lines = query_lines(state.queries_file())
         qfile = state.queries_file() if state.queries_file().is_file() else self.path
         for query in state.selected_queries():
