@@ -462,3 +462,48 @@ def test_killed_run_is_cleaned_by_the_next_run_and_user_data_is_unchanged(catalo
         _ = 1 / 0
     assert _run_schemas(catalog_dsn) == []
     assert _snapshot(catalog_dsn) == before
+
+
+def test_runs_as_an_unprivileged_database_role(catalog_dsn: str) -> None:
+    """Production DSNs rarely belong to a superuser: everything works with CREATE on the database,
+    and a stale schema this role cannot drop is left in place with a warning, not an error."""
+    role = f"searcheval_app_{uuid.uuid4().hex[:6]}"
+    dbname = conninfo_to_dict(catalog_dsn)["dbname"]
+    with psycopg.connect(catalog_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(
+            sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
+                sql.Identifier(str(dbname)), sql.Identifier(role)
+            )
+        )
+        foreign_stale = "searcheval_stale_of_postgres"
+        _make_marked(
+            conn,
+            foreign_stale,
+            {
+                "tool": "pytest-searcheval",
+                "run_id": "x",
+                "pid": _dead_pid(),
+                "host": socket.gethostname(),
+                "created_at": datetime.now(UTC).isoformat(),
+            },
+        )
+    app_dsn = make_conninfo(catalog_dsn, user=role)
+    try:
+        with pytest.warns(UserWarning, match=foreign_stale), IsolatedSchema(app_dsn) as iso:
+            assert iso.stale_dropped == []
+            _seed(iso, 5)
+            with iso.connection() as conn:
+                assert conn.execute("SELECT current_user").fetchone() == (role,)
+                assert conn.execute("SELECT count(*) FROM documents").fetchone() == (5,)
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute("INSERT INTO shop.customers VALUES (0, 'x', 'y')")
+        assert foreign_stale in _run_schemas(catalog_dsn)
+        assert iso.name not in _run_schemas(catalog_dsn)
+    finally:
+        with psycopg.connect(catalog_dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(foreign_stale))
+            )
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
