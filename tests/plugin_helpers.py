@@ -153,8 +153,8 @@ def make_project(pytester: pytest.Pytester, *, ini: str = "") -> None:
             "name: tiny\nversion: 1\ngrades: [0, 1, 2, 3]\nsplits: [dev, test]\n"
             "classes: [exact-name, paraphrase, no-result]\n"
             "assets:\n"
-            f"  - {{code: USDC, network: {PUBNET}, address: {USDC_PUB}, decimals: 7, usd: '1.00'}}\n"
-            f"  - {{code: USDC, network: {TESTNET}, address: {USDC_TEST}, decimals: 7, usd: '1.00'}}\n"
+            f"  - {{code: USDC, network: {PUBNET}, address: {USDC_PUB}, decimals: 7, usd: '1'}}\n"
+            f"  - {{code: USDC, network: {TESTNET}, address: {USDC_TEST}, decimals: 7, usd: '1'}}\n"
         ),
     )
     corpus = pytester.mkdir("corpus")

@@ -1,0 +1,80 @@
+"""Serial, ``-n 2`` and ``-p no:xdist`` runs give the same report; latency tests and xdist."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from plugin_helpers import make_project, read_report, without_timings
+
+pytest_plugins = ["pytester"]
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> tuple[int, dict[str, object]]:
+    result = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider", *args)
+    return int(result.ret), read_report(pytester)
+
+
+def test_serial_xdist_and_no_xdist_reports_are_identical(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester)
+    # One failing query, so failures and their messages are compared as well.
+    monkeypatch.setenv("SEARCHEVAL_FAKE", "stuff")
+    ret_serial, serial = _run(pytester, "-p", "xdist", "-n", "0")
+    ret_xdist, xdist = _run(pytester, "-n", "2")
+    ret_plain, plain = _run(pytester, "-p", "no:xdist")
+    assert ret_serial == ret_xdist == ret_plain == 1
+    assert xdist["run"]["xdist_workers"] == 2  # type: ignore[index]
+    assert serial["run"]["xdist_workers"] == 0  # type: ignore[index]
+    assert serial["queries"]["q3"]["failures"]  # type: ignore[index]
+    a, b, c = (json.dumps(without_timings(r), sort_keys=True) for r in (serial, xdist, plain))
+    assert a == b == c
+    # The target description reached the controller from the workers.
+    assert xdist["environment"]["target"]["target"] == "callable"  # type: ignore[index]
+
+
+def test_latency_tests_gate_p95_and_p99(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    ok = pytester.runpytest_subprocess(
+        "--search-eval",
+        "-p",
+        "no:xdist",
+        "--search-eval-latency-p95-ms",
+        "1000",
+        "--search-eval-latency-rounds",
+        "30",
+        "-v",
+    )
+    ok.stdout.fnmatch_lines(
+        [
+            "*collection.yaml::test_latency[[]hybrid[]] PASSED*",
+            "latency hybrid: p50 * ms, p95 * ms, p99 * ms over 30 requests",
+        ]
+    )
+    latency = read_report(pytester)["latency_tests"]["hybrid"]
+    assert latency["n"] == 30 and len(latency["samples_ms"]) == 30
+    assert latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]
+
+    slow = pytester.runpytest_subprocess(
+        "--search-eval",
+        "-p",
+        "no:xdist",
+        "--search-eval-latency-p99-ms",
+        "0.0001",
+        "--search-eval-latency-rounds",
+        "10",
+    )
+    assert slow.ret == 1
+    slow.stdout.fnmatch_lines(
+        ["*latency of profile 'hybrid' over budget (10 requests, *): p99 * ms > budget 0.0001 ms"]
+    )
+
+
+def test_latency_tests_skip_under_xdist_with_a_reason(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    result = pytester.runpytest_subprocess(
+        "--search-eval", "-n", "2", "--search-eval-latency-p95-ms", "1000", "-rs"
+    )
+    result.stdout.fnmatch_lines(["*SKIPPED*latency tests run serially only*-p no:xdist*"])
+    result.assert_outcomes(passed=4, skipped=1)
