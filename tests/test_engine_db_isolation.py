@@ -141,18 +141,20 @@ def catalog_template(pg_server: EmbeddedServer | ExternalServer) -> Iterator[str
     name = f"searcheval_tpl_{uuid.uuid4().hex[:8]}"
     janitor = _janitor(pg_server.dsn, name, as_template=True)
     janitor.init()
+    created_role = False
     try:
         with psycopg.connect(make_conninfo(pg_server.dsn, dbname=name), autocommit=True) as conn:
             _load_catalog(conn)
-            conn.execute(
-                sql.SQL(
-                    "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {r}) THEN "
-                    "CREATE ROLE {i} NOLOGIN; END IF; END $$"
-                ).format(r=sql.Literal(INTRUDER), i=sql.Identifier(INTRUDER))
-            )
+            exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (INTRUDER,))
+            if exists.fetchone() is None:
+                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(INTRUDER)))
+                created_role = True
         yield name
     finally:
         janitor.drop()
+        if created_role:  # roles are cluster-wide: leave an external server as we found it
+            with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(INTRUDER)))
 
 
 @pytest.fixture
