@@ -238,9 +238,15 @@ class HttpTarget:
             params.update(
                 q=query, profile=profile, limit=str(limit), extract="true" if extract else "false"
             )
+        if self.is_template and params:
+            # Appended by hand: httpx replaces (not extends) a URL's query when given params.
+            from urllib.parse import urlencode
+
+            url += ("&" if "?" in url else "?") + urlencode(params)
+            params = {}
         start = time.perf_counter()
         try:
-            resp = self._client.get(url, params=params)
+            resp = self._client.get(url, params=params or None)
         except httpx.TimeoutException:
             raise TargetUnavailable(f"timed out after {self.timeout:g} s: GET {url}") from None
         except httpx.HTTPError as exc:

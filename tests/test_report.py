@@ -1,0 +1,50 @@
+"""Report helpers: atomic writes, percentiles, renderings."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_searcheval.report import _ci, nearest_rank, write_atomic
+
+
+def test_nearest_rank_percentiles() -> None:
+    samples = [float(v) for v in range(1, 101)]
+    assert nearest_rank(samples, 50) == 50.0
+    assert nearest_rank(samples, 95) == 95.0
+    assert nearest_rank(samples, 99) == 99.0
+    assert nearest_rank([3.0, 1.0, 2.0], 100) == 3.0
+    assert nearest_rank([7.0], 95) == 7.0
+    assert nearest_rank([], 95) is None
+
+
+def test_write_atomic_replaces_and_leaves_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "out" / "report.json"
+    write_atomic(target, "one")
+    write_atomic(target, "two")
+    assert target.read_text() == "two"
+    assert os.listdir(target.parent) == ["report.json"]
+
+
+def test_write_atomic_keeps_the_old_file_on_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("old")
+
+    def broken(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(target, "new")
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["report.json"]
+
+
+def test_interval_cell_format() -> None:
+    assert _ci({"mean": 0.7341, "low": 0.69, "high": 0.781}) == ".734 [.690,.781]"
+    assert _ci({"mean": 1.0, "low": 1.0, "high": 1.0}) == "1.000 [1.000,1.000]"
+    assert _ci({"mean": None}) == "-"
