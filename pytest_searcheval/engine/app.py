@@ -1,0 +1,369 @@
+"""The reference engine over HTTP (FastAPI).
+
+Routes:
+
+* ``GET /discovery/search?q=&profile=&limit=&extract=&<filters>`` -> the engine's response body
+  (``query, profile, results[{id, score, resource}], filters{applied, extracted}, no_result,
+  model, latency_ms``). Filter parameters are the shared vocabulary (``type, network, scheme,
+  asset, recipient, max_price_usd, extension``).
+* ``GET /healthz`` -> ``{status, profiles, postgres, pgvector, model, documents}``.
+* ``PUT /admin/resources/{id}``, ``DELETE /admin/resources/{id}``, ``POST /admin/reindex``:
+  need ``Authorization: Bearer <token>`` (compared in constant time); without a configured
+  token the admin routes answer 403.
+
+Every client error is a 4xx JSON body ``{"error": <what was expected>, "field": <parameter>}``
+and never a 500: unknown or repeated parameters, a missing, over-long or NUL-carrying query,
+a limit outside [1, MAX_LIMIT], unknown profile (400) versus unavailable profile (503 with the
+reason), and every invalid filter value (see :mod:`pytest_searcheval.engine.x402`). Values reach
+PostgreSQL only as bound parameters.
+
+Search handlers are plain ``def`` functions, so Starlette runs them in its worker threads; the
+engine's psycopg_pool connection pool serves the concurrent requests.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+# At module level: FastAPI resolves the handlers' (string) annotations in these globals.
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pytest_searcheval.engine.x402 import FILTER_KEYS, AssetLike, FilterError, parse_filters
+
+__all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "MAX_QUERY_CHARS", "SearchEngine", "create_app"]
+
+MAX_QUERY_CHARS = 512
+MAX_LIMIT = 1000
+MAX_ID_CHARS = 256
+MAX_BODY_BYTES = 1_000_000
+PROFILES_DEFAULT = "hybrid"
+SEARCH_PARAMS = ("q", "profile", "limit", "extract", *FILTER_KEYS)
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+log = logging.getLogger("pytest_searcheval.engine.app")
+
+
+class SearchEngine(Protocol):
+    """What the app needs of an engine (``engine.core.Engine`` fits)."""
+
+    @property
+    def assets(self) -> Sequence[AssetLike]: ...
+
+    def search(
+        self,
+        q: str,
+        *,
+        profile: str = ...,
+        limit: int = ...,
+        filters: Mapping[str, Any] | None = ...,
+        extract: bool = ...,
+    ) -> dict[str, Any]: ...
+
+    def profiles(self) -> Mapping[str, str | None]: ...
+
+    def describe(self) -> Mapping[str, Any]: ...
+
+    def upsert(self, record: Mapping[str, Any]) -> None: ...
+
+    def delete(self, doc_id: str) -> bool: ...
+
+    def reindex(self) -> None: ...
+
+
+class ClientError(Exception):
+    """A request the service refuses: HTTP ``status``, the ``field`` at fault, what was wrong."""
+
+    def __init__(
+        self, status: int, field: str | None, message: str, extra: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+        self.message = message
+        self.extra = dict(extra or {})
+
+
+def _single(params: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Query parameters as a dict; unknown, repeated or NUL-carrying ones are client errors."""
+    out: dict[str, str] = {}
+    for key, value in params:
+        if key not in SEARCH_PARAMS:
+            shown = key if len(key) <= 40 and "\x00" not in key else repr(key[:40])
+            raise ClientError(
+                400,
+                shown,
+                f"unknown parameter {shown!r}: expected one of {', '.join(SEARCH_PARAMS)}",
+            )
+        if key in out:
+            raise ClientError(400, key, f"parameter {key!r} given more than once")
+        if "\x00" in value:
+            raise ClientError(400, key, "contains a NUL byte")
+        out[key] = value
+    return out
+
+
+def _limit(raw: str | None) -> int:
+    if raw is None:
+        return 10
+    text = raw.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 7:
+        raise ClientError(
+            400, "limit", f"expected an integer in [1, {MAX_LIMIT}], got {raw[:20]!r}"
+        )
+    value = int(text)
+    if not 1 <= value <= MAX_LIMIT:
+        raise ClientError(400, "limit", f"expected an integer in [1, {MAX_LIMIT}], got {value}")
+    return value
+
+
+def _flag(raw: str | None, name: str, default: bool) -> bool:
+    if raw is None:
+        return default
+    low = raw.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ClientError(400, name, f"expected true or false, got {raw[:20]!r}")
+
+
+def _query(raw: str | None) -> str:
+    if raw is None:
+        raise ClientError(400, "q", "missing: the query text is required")
+    if len(raw) > MAX_QUERY_CHARS:
+        raise ClientError(400, "q", f"longer than {MAX_QUERY_CHARS} characters ({len(raw)} given)")
+    if not raw.strip():
+        raise ClientError(400, "q", "empty: the query text is required")
+    if "\ufffd" in raw:
+        raise ClientError(400, "q", "not valid UTF-8 (percent-encoded bytes must decode)")
+    return raw
+
+
+def _profile(raw: str | None, profiles: Mapping[str, str | None]) -> str:
+    name = PROFILES_DEFAULT if raw is None else raw
+    if name not in profiles:
+        shown = name if len(name) <= 40 else name[:40] + "..."
+        raise ClientError(
+            400, "profile", f"unknown profile {shown!r}: expected one of {', '.join(profiles)}"
+        )
+    reason = profiles[name]
+    if reason is not None:
+        raise ClientError(
+            503,
+            "profile",
+            f"profile {name!r} is unavailable: {reason}",
+            {"profile": name, "reason": reason},
+        )
+    return name
+
+
+def _path_id(doc_id: str) -> str:
+    if not doc_id or len(doc_id) > MAX_ID_CHARS:
+        raise ClientError(400, "id", f"expected 1 to {MAX_ID_CHARS} characters")
+    if "\x00" in doc_id:
+        raise ClientError(400, "id", "contains a NUL byte")
+    return doc_id
+
+
+def create_app(
+    engine: SearchEngine, *, admin_token: str | None, max_query_chars: int | None = None
+) -> FastAPI:
+    """The FastAPI application serving ``engine``. ``admin_token=None`` disables admin routes."""
+    query_cap = MAX_QUERY_CHARS if max_query_chars is None else max_query_chars
+    token = admin_token.encode("utf-8") if admin_token else None
+    app = FastAPI(
+        title="pytest-searcheval reference engine",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+
+    def error(status: int, field: str | None, message: str, **extra: Any) -> JSONResponse:
+        body: dict[str, Any] = {"error": message, "field": field, **extra}
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse(body, status_code=status, headers=headers)
+
+    @app.exception_handler(ClientError)
+    def _client_error(request: Request, exc: ClientError) -> JSONResponse:
+        return error(exc.status, exc.field, exc.message, **exc.extra)
+
+    @app.exception_handler(FilterError)
+    def _filter_error(request: Request, exc: FilterError) -> JSONResponse:
+        return error(400, exc.field, exc.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error(exc.status_code, None, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        loc = [str(p) for p in first.get("loc", ()) if p not in ("query", "path", "body")]
+        return error(400, ".".join(loc) or None, str(first.get("msg", "invalid request")))
+
+    @app.exception_handler(Exception)
+    def _internal(request: Request, exc: Exception) -> JSONResponse:
+        # A bug or a database failure, never the client's fault: log it, say so, leak nothing.
+        log.exception("unhandled error serving %s", request.url.path)
+        return error(500, None, f"internal error ({type(exc).__name__})")
+
+    @app.get("/discovery/search")
+    def search(request: Request) -> JSONResponse:
+        params = _single(request.query_params.multi_items())
+        q = _query(params.get("q"))
+        if len(q) > query_cap:
+            raise ClientError(400, "q", f"longer than {query_cap} characters ({len(q)} given)")
+        profile = _profile(params.get("profile"), engine.profiles())
+        limit = _limit(params.get("limit"))
+        extract = _flag(params.get("extract"), "extract", True)
+        filters = parse_filters({k: params[k] for k in FILTER_KEYS if k in params}, engine.assets)
+        try:
+            body = engine.search(
+                q, profile=profile, limit=limit, filters=filters.to_dict(), extract=extract
+            )
+        except FilterError:
+            raise
+        except ValueError as exc:
+            field, _, message = str(exc).partition(": ")
+            if field in SEARCH_PARAMS and message:
+                raise ClientError(400, field, message) from None
+            raise ClientError(400, None, str(exc)) from None
+        except RuntimeError as exc:
+            if type(exc).__name__ == "ProfileUnavailable":
+                raise ClientError(
+                    503, "profile", str(exc), {"profile": profile, "reason": str(exc)}
+                ) from None
+            raise
+        return JSONResponse(body)
+
+    @app.get("/healthz")
+    def healthz() -> JSONResponse:
+        try:
+            facts = engine.describe()
+        except Exception as exc:
+            log.exception("health check failed")
+            return JSONResponse(
+                {"status": "error", "error": f"{type(exc).__name__}: {exc}"}, status_code=503
+            )
+        return JSONResponse(
+            {
+                "status": "ok",
+                "profiles": dict(engine.profiles()),
+                "postgres": facts.get("postgres"),
+                "pgvector": facts.get("pgvector"),
+                "model": facts.get("model"),
+                "documents": facts.get("documents"),
+            }
+        )
+
+    def authorize(request: Request) -> None:
+        if token is None:
+            raise ClientError(403, "Authorization", "admin routes are disabled: no token set")
+        header = request.headers.get("authorization", "")
+        scheme, _, presented = header.partition(" ")
+        if scheme.lower() != "bearer" or not presented:
+            raise ClientError(401, "Authorization", "expected 'Authorization: Bearer <token>'")
+        if not hmac.compare_digest(presented.strip().encode("utf-8"), token):
+            raise ClientError(401, "Authorization", "invalid token")
+
+    async def json_body(request: Request) -> Any:
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
+            raise ClientError(413, "body", f"larger than {MAX_BODY_BYTES} bytes")
+        raw = await request.body()
+        if len(raw) > MAX_BODY_BYTES:
+            raise ClientError(413, "body", f"larger than {MAX_BODY_BYTES} bytes")
+        try:
+            return json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ClientError(400, "body", f"expected a JSON document record: {exc}") from None
+
+    @app.put("/admin/resources/{doc_id:path}")
+    async def put_resource(doc_id: str, request: Request) -> JSONResponse:
+        authorize(request)
+        doc_id = _path_id(doc_id)
+        record = await json_body(request)
+        if not isinstance(record, dict):
+            raise ClientError(400, "body", "expected a JSON object (a document record)")
+        if "id" in record and record["id"] != doc_id:
+            raise ClientError(
+                400, "id", f"the body's id {str(record['id'])[:60]!r} differs from the path"
+            )
+        record = {**record, "id": doc_id}
+        _check_record(record)
+        try:
+            await run_in_threadpool(engine.upsert, record)
+        except (ValueError, TypeError, KeyError) as exc:
+            field, _, message = str(exc).partition(": ")
+            raise ClientError(400, "body", message or field) from None
+        return JSONResponse({"id": doc_id, "status": "upserted"})
+
+    @app.delete("/admin/resources/{doc_id:path}")
+    async def delete_resource(doc_id: str, request: Request) -> JSONResponse:
+        authorize(request)
+        doc_id = _path_id(doc_id)
+        existed = await run_in_threadpool(engine.delete, doc_id)
+        if existed is False:
+            raise ClientError(404, "id", f"no resource with id {doc_id[:60]!r}")
+        return JSONResponse({"id": doc_id, "status": "deleted"})
+
+    @app.post("/admin/reindex")
+    async def reindex(request: Request) -> JSONResponse:
+        authorize(request)
+        await run_in_threadpool(engine.reindex)
+        return JSONResponse({"status": "reindexed"})
+
+    return app
+
+
+def _check_record(record: Mapping[str, Any]) -> None:
+    """Shape of a document record before it reaches the engine (types of the known fields)."""
+    for key in ("title", "text"):
+        value = record.get(key, "")
+        if not isinstance(value, str):
+            raise ClientError(400, key, f"expected a string, got {type(value).__name__}")
+        if "\x00" in value:
+            raise ClientError(400, key, "contains a NUL byte")
+    for key in ("fields", "sidecar"):
+        if key in record and not isinstance(record[key], dict):
+            raise ClientError(400, key, "expected an object")
+    if _has_nul(record):  # PostgreSQL text and jsonb cannot hold NUL
+        raise ClientError(400, "body", "contains a NUL character")
+    wire = record.get("x402")
+    if wire is None:
+        return
+    if not isinstance(wire, dict):
+        raise ClientError(400, "x402", "expected an object or null")
+    if wire.get("type") not in (None, "http", "mcp"):
+        raise ClientError(400, "x402.type", f"expected http or mcp, got {wire.get('type')!r}")
+    accepts = wire.get("accepts", [])
+    if not isinstance(accepts, list) or not all(isinstance(o, dict) for o in accepts):
+        raise ClientError(400, "x402.accepts", "expected a list of payment option objects")
+    for i, option in enumerate(accepts):
+        amount = option.get("amount")
+        digits = str(amount) if isinstance(amount, int) and not isinstance(amount, bool) else amount
+        if amount is not None and not (
+            isinstance(digits, str) and digits.isascii() and digits.isdigit() and len(digits) <= 78
+        ):
+            raise ClientError(
+                400, f"x402.accepts[{i}].amount", "expected a string of at most 78 digits"
+            )
+
+
+def _has_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
