@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from build_corpus import ASSETS, recipients
 
 MARKER = "# ---- computed by construction/taxonomy_summary.py; do not edit below ----"
 
@@ -41,6 +42,24 @@ def main() -> None:
             for s, tools in sorted(servers.items())
         ],
     }
+    # Payment vocabulary for filtered queries: what the options of the catalog can carry.
+    out["payment_vocabulary"] = {
+        "networks": ["stellar:pubnet", "stellar:testnet"],
+        "schemes": ["exact", "upto"],
+        "assets": [
+            {"code": a.code, "network": a.network, "decimals": a.decimals, "usd": str(a.usd)}
+            for a in ASSETS
+        ],
+        "extensions": ["bazaar", "attestation", "rate-limit"],
+        "price_range_usd": ["0.0001", "7.5"],
+        "note": (
+            "each provider is paid at its G account below, at a muxed M address on that account,"
+            " or at a contract C address (providers paid at a G account use a separate G"
+            " account on testnet);"
+            " a G recipient filter also matches its muxed M addresses"
+        ),
+    }
+    out["provider_accounts"] = {name: recipients(name)["G"] for name in sorted(providers)}
     body = yaml.safe_dump(out, sort_keys=False, allow_unicode=True, width=100)
     path.write_text(head + "\n" + MARKER + "\n" + body, encoding="utf-8")
 
