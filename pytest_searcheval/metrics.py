@@ -93,7 +93,10 @@ def parse_measure(text: str | Measure) -> Measure:
     if not isinstance(text, str):
         raise ValueError(f"measure {text!r}: expected a string such as 'nDCG@10'")
     m = _MEASURE_RE.match(text.strip())
-    known = ", ".join(f"{n}@k" if req else f"{n}, {n}@k" for n, req in MEASURE_NAMES.items())
+    known = ", ".join(
+        n if n in _CUTOFF_FORBIDDEN else f"{n}@k" if req else f"{n}, {n}@k"
+        for n, req in MEASURE_NAMES.items()
+    )
     if m is None or m.group("name") not in MEASURE_NAMES:
         raise ValueError(f"measure {text!r}: unknown measure; expected one of {known}")
     name = m.group("name")

@@ -103,6 +103,9 @@ def test_hand_computed(measure: str, level: int, expected: float) -> None:
 
 
 def test_linear_gain_and_full_ndcg() -> None:
+    at3 = evaluate(HAND_QRELS, HAND_RUN, ["nDCG@3"], gain="linear")["q"]["nDCG@3"]
+    assert at3 == pytest.approx((3 / LOG3) / (3 + 2 / LOG3 + 1), abs=1e-12)
+    assert round(at3, 3) == 0.360  # docs/metrics.md
     dcg = 3 / LOG3 + 1 / math.log2(5) + 2 / math.log2(7)
     idcg = 3 + 2 / LOG3 + 2 / 2 + 1 / math.log2(5)
     got = evaluate(HAND_QRELS, HAND_RUN, ["nDCG"], gain="linear")["q"]["nDCG"]
@@ -168,6 +171,7 @@ def test_bad_measure_names_the_measure(measure: str, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment) as err:
         evaluate({"q": {"a": 1}}, {"q": ["a"]}, [measure])
     assert repr(measure) in str(err.value)
+    assert "bpref@k" not in str(err.value)
 
 
 @pytest.mark.parametrize(
