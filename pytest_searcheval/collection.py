@@ -101,6 +101,7 @@ __all__ = [
     "merge_judgments",
     "read_judgments",
     "read_run",
+    "schema",
     "write_trec_qrels",
     "write_trec_run",
 ]
@@ -676,6 +677,32 @@ def load_conformance(
         cases.append(case)
     problems.raise_if_any()
     return ConformanceSet(documents, cases)
+
+
+# ------------------------------------------------------------------------ JSON Schemas
+
+SCHEMAS = (
+    "collection",
+    "document",
+    "queries",
+    "filters",
+    "judgment-row",
+    "conformance-cases",
+)
+
+
+def schema(name: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a native format, shipped in the package:
+    collection (collection.yaml), document (a corpus line), queries (queries.yaml), filters,
+    judgment-row (a judgments.tsv row as an object), conformance-cases (cases.yaml).
+    The loader enforces more than the schemas can say (checksums, cross-references)."""
+    from importlib.resources import files
+
+    if name not in SCHEMAS:
+        raise KeyError(f"unknown schema {name!r}: expected one of {', '.join(SCHEMAS)}")
+    text = files("pytest_searcheval").joinpath("schemas", f"{name}.schema.json").read_text("utf-8")
+    value: dict[str, Any] = json.loads(text)
+    return value
 
 
 # ------------------------------------------------------------------------ command line
