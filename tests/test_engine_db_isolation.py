@@ -391,6 +391,7 @@ def test_stale_cleanup_drops_only_marked_schemas_of_dead_or_expired_runs(catalog
             "pid": os.getpid(),
             "pid_started": me,
             "host": host,
+            "pidns": isolation._pid_namespace(),
             "created_at": recent,
             "version": "0",
         }
@@ -402,6 +403,8 @@ def test_stale_cleanup_drops_only_marked_schemas_of_dead_or_expired_runs(catalog
         "searcheval_expired_elsewhere": (marker(host="elsewhere", created_at=old), True),
         "searcheval_live": (marker(), False),
         "searcheval_live_elsewhere": (marker(host="elsewhere", pid=1), False),
+        # same hostname, another container's pid namespace: its pid means nothing here
+        "searcheval_other_pidns": (marker(pid=_dead_pid(), pidns="pid:[1]"), False),
         "searcheval_not_json": ('{"tool": "pytest-searcheval", oops', False),
         "searcheval_no_run_id": ({"tool": "pytest-searcheval", "pid": 1, "host": "x"}, False),
         "otherprefix_dead": (marker(pid=_dead_pid()), False),
@@ -487,6 +490,7 @@ def test_runs_as_an_unprivileged_database_role(catalog_dsn: str) -> None:
                 "run_id": "x",
                 "pid": _dead_pid(),
                 "host": socket.gethostname(),
+                "pidns": isolation._pid_namespace(),
                 "created_at": datetime.now(UTC).isoformat(),
             },
         )

@@ -4,8 +4,8 @@ Lifecycle of :class:`IsolatedSchema` (a context manager):
 
 1. stale cleanup: marked schemas left by killed runs are dropped (see :func:`drop_stale_schemas`);
 2. create ``searcheval_<16 hex>`` and mark it with ``COMMENT ON SCHEMA`` holding a JSON marker
-   ``{"tool": "pytest-searcheval", "run_id", "pid", "pid_started", "host", "created_at",
-   "version"}``; schema creation and marking happen in one transaction;
+   ``{"tool": "pytest-searcheval", "run_id", "pid", "pid_started", "host", "pidns",
+   "created_at", "version"}``; schema creation and marking happen in one transaction;
 3. run the versioned migrations (engine/migrate.py) into it;
 4. prove ownership before anything is seeded (:meth:`IsolatedSchema.verify_ownership`): the
    schema and every relation in it are owned by ``current_user``; the tables present are exactly
@@ -96,6 +96,15 @@ def _pid_alive(pid: int, started: float | None) -> bool:
         return True  # cannot tell: treat as alive, never drop a live run's schema
 
 
+def _pid_namespace() -> str | None:
+    """Identity of our pid namespace: containers sharing a hostname (``--uts=host``) still differ
+    here, so a pid that is absent in OUR namespace is not taken as dead in theirs."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
 def make_marker(run_id: str) -> dict[str, Any]:
     pid = os.getpid()
     return {
@@ -104,6 +113,7 @@ def make_marker(run_id: str) -> dict[str, Any]:
         "pid": pid,
         "pid_started": _process_start(pid),
         "host": socket.gethostname(),
+        "pidns": _pid_namespace(),
         "created_at": datetime.now(UTC).isoformat(),
         "version": _tool_version(),
     }
@@ -242,12 +252,13 @@ def drop_stale_schemas(
     """Drop schemas left behind by runs that died; return the names dropped.
 
     A schema is stale when it is named ``prefix...``, carries a valid marker, and either its run's
-    process is gone from THIS host (pid not running, or reused by a process with another start
-    time) or the marker is older than ``ttl_seconds`` (for runs on other hosts). Unmarked schemas
-    and schemas of live runs are never touched. A schema that cannot be dropped safely is left
-    alone with a warning.
+    process is gone from THIS host and pid namespace (pid not running, or reused by a process with
+    another start time) or the marker is older than ``ttl_seconds`` (for runs on other hosts).
+    Unmarked schemas and schemas of live runs are never touched. A schema that cannot be dropped
+    safely is left alone with a warning.
     """
     host = socket.gethostname()
+    pidns = _pid_namespace()
     current = now or datetime.now(UTC)
     rows = conn.execute(
         "SELECT nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace "
@@ -264,7 +275,7 @@ def drop_stale_schemas(
             age = (current - created).total_seconds()
         except (TypeError, ValueError):
             age = None
-        same_host = marker.get("host") == host
+        same_host = marker.get("host") == host and marker.get("pidns") == pidns
         started = marker.get("pid_started")
         dead = same_host and not _pid_alive(
             int(marker["pid"]), float(started) if isinstance(started, int | float) else None
