@@ -101,15 +101,16 @@ def searcheval_target(request: pytest.FixtureRequest) -> Iterator[SearchTarget]:
         return
     from .engine.core import Engine
     from .engine.service import serve_in_thread
+    from .targets import ServedEngineTarget
 
     state = request.config.stash[STATE_KEY]
     with Engine.start(state.collection, dsn=cfg.dsn) as engine:
-        service = serve_in_thread(engine)
-        http = HttpTarget(service.url, timeout=cfg.timeout_s)
+        service = serve_in_thread(engine, admin=False)
+        served = ServedEngineTarget(engine, service.url, timeout=cfg.timeout_s)
         try:
-            yield http
+            yield served
         finally:
-            http.close()
+            served.close()
             service.stop()
 
 

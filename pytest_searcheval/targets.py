@@ -395,3 +395,38 @@ class EngineTarget:
     def close(self) -> None:
         if self._owns:
             self.engine.close()
+
+
+class ServedEngineTarget(HttpTarget):
+    """The reference engine behind its real HTTP service: searches go over HTTP (what users
+    deploy is what gets measured); catalog changes and ``isolated()`` copies use the engine
+    in-process, so the mutating invariants never touch the served index."""
+
+    def __init__(self, engine: Any, base_url: str, *, timeout: float = 30.0) -> None:
+        super().__init__(base_url, timeout=timeout)
+        self.engine = engine
+
+    def upsert(self, document: Mapping[str, Any]) -> None:
+        self.engine.upsert(dict(document))
+
+    def delete(self, doc_id: str) -> None:
+        self.engine.delete(doc_id)
+
+    def reindex(self) -> None:
+        self.engine.reindex()
+
+    @contextmanager
+    def isolated(self) -> Iterator[MutableTarget]:
+        clone = self.engine.clone()
+        try:
+            yield EngineTarget(clone, owns=True)
+        finally:
+            clone.close()
+
+    def describe(self) -> Mapping[str, Any]:
+        facts = dict(super().describe())
+        try:
+            facts["engine"] = dict(self.engine.describe())
+        except Exception as exc:  # the served facts still stand
+            facts["engine"] = {"error": f"{type(exc).__name__}: {exc}"}
+        return facts
