@@ -1,0 +1,210 @@
+"""Command line for the reference engine.
+
+``python -m pytest_searcheval.engine serve --collection PATH [--host H] [--port P] [--dsn DSN]
+[--token T]`` starts the whole stack (PostgreSQL, isolated schema, index, HTTP) and serves until
+interrupted; the schema is dropped on exit.
+
+``python -m pytest_searcheval.engine run --collection PATH --profile P --out FILE [--split S]
+[--limit N]`` searches every query of the collection (of one split) and writes a TREC run file
+(``qid Q0 docid rank score tag``, tag = profile) that trec_eval reads. A query the engine
+answers with no result (the no-result threshold) has no lines. Scores are the engine's when
+they strictly decrease down the list; otherwise (ties after rounding) the run uses
+``score = n - rank + 1`` so that trec_eval, which sorts by score, keeps the engine's order.
+
+Exit status: 0 on success, 2 on a usage or input error (bad collection, bad DSN), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_searcheval.collection_model import Collection
+    from pytest_searcheval.engine.core import Engine
+
+TOKEN_ENV = "SEARCHEVAL_ADMIN_TOKEN"
+PROFILES = ("lexical", "semantic", "hybrid", "hybrid_rerank")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_searcheval.engine",
+        description="The pytest-searcheval reference search engine (PostgreSQL + pgvector).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--collection", required=True, help="collection directory")
+        p.add_argument(
+            "--dsn",
+            default=None,
+            help="PostgreSQL DSN (default: $SEARCHEVAL_DSN, else an embedded server)",
+        )
+        p.add_argument("--cache-dir", default=None, help="embedding cache directory")
+        p.add_argument(
+            "--reranker",
+            default=None,
+            help="cross-encoder directory for hybrid_rerank (default: $SEARCHEVAL_RERANKER)",
+        )
+
+    serve = sub.add_parser("serve", help="index the collection and serve it over HTTP")
+    common(serve)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8402)
+    serve.add_argument(
+        "--token",
+        default=None,
+        help=f"admin bearer token (default: ${TOKEN_ENV}, else a random one printed at start)",
+    )
+    serve.add_argument("--no-admin", action="store_true", help="disable the admin routes")
+
+    run = sub.add_parser("run", help="write a TREC run file for the collection's queries")
+    common(run)
+    run.add_argument("--profile", required=True, choices=PROFILES)
+    run.add_argument("--out", required=True, help="run file to write ('-' for stdout)")
+    run.add_argument("--split", default="all", help="dev, test or all (default: all)")
+    run.add_argument("--limit", type=int, default=1000, help="results per query (1..1000)")
+    run.add_argument(
+        "--no-extract", action="store_true", help="do not extract filters from the query text"
+    )
+    run.add_argument("--tag", default=None, help="run tag (default: the profile name)")
+    return parser
+
+
+def _load(path: str) -> Collection:
+    from pytest_searcheval.collection import load
+
+    return load(path)
+
+
+def _start(args: argparse.Namespace, collection: Collection) -> Engine:
+    from pytest_searcheval.engine.core import Engine, EngineSettings
+
+    settings = EngineSettings(cache_dir=args.cache_dir, reranker_path=args.reranker)
+    return Engine.start(collection, dsn=args.dsn, settings=settings)
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def serve(args: argparse.Namespace) -> int:
+    import secrets
+
+    import uvicorn
+
+    from pytest_searcheval.engine.app import create_app
+
+    if not 0 <= args.port <= 65535:
+        _say(f"error: --port: expected 0..65535, got {args.port}")
+        return 2
+    collection = _load(args.collection)
+    token: str | None = None
+    if not args.no_admin:
+        token = args.token or os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(32)
+    t0 = time.perf_counter()
+    with _start(args, collection) as engine:
+        facts = engine.describe()
+        _say(
+            f"indexed {facts.get('documents')} documents in {time.perf_counter() - t0:.1f} s"
+            f" (schema {facts.get('schema')}, PostgreSQL {facts.get('postgres')},"
+            f" pgvector {facts.get('pgvector')})"
+        )
+        unavailable = {p: r for p, r in engine.profiles().items() if r is not None}
+        for profile, reason in unavailable.items():
+            _say(f"profile {profile} unavailable: {reason}")
+        if token is not None and not (args.token or os.environ.get(TOKEN_ENV)):
+            _say(f"admin token: {token}")
+        _say(f"serving on http://{args.host}:{args.port}/discovery/search (Ctrl-C stops)")
+        app = create_app(engine, admin_token=token)
+        # Main thread: uvicorn handles SIGINT/SIGTERM and returns; the context drops the schema.
+        uvicorn.Server(
+            uvicorn.Config(app, host=args.host, port=args.port, log_level="info", lifespan="off")
+        ).run()
+    return 0
+
+
+def _run_rows(results: Sequence[Mapping[str, Any]]) -> dict[str, float] | list[str]:
+    ids = [str(r["id"]) for r in results]
+    scores = [float(r["score"]) for r in results]
+    if all(a > b for a, b in itertools.pairwise(scores)):
+        return dict(zip(ids, scores, strict=True))
+    return ids
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_searcheval.collection import write_trec_run
+
+    if not 1 <= args.limit <= 1000:
+        _say(f"error: --limit: expected 1..1000, got {args.limit}")
+        return 2
+    tag = args.tag or args.profile
+    collection = _load(args.collection)
+    try:
+        queries = collection.queries_in(args.split)
+    except KeyError as exc:
+        _say(f"error: --split: {exc.args[0]}")
+        return 2
+    t0 = time.perf_counter()
+    with _start(args, collection) as engine:
+        reason = engine.profiles().get(args.profile)
+        if reason is not None:
+            _say(f"error: profile {args.profile} is unavailable: {reason}")
+            return 1
+        indexed = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        run_: dict[str, dict[str, float] | list[str]] = {}
+        empty = 0
+        for query in queries:
+            body = engine.search(
+                query.text, profile=args.profile, limit=args.limit, extract=not args.no_extract
+            )
+            rows = _run_rows(body["results"])
+            if rows:
+                run_[query.id] = rows
+            else:
+                empty += 1
+        searched = time.perf_counter() - t1
+    if args.out == "-":
+        lines = write_trec_run(run_, sys.stdout, tag=tag)
+    else:
+        out = Path(args.out)
+        tmp = out.with_name(out.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            lines = write_trec_run(run_, fh, tag=tag)
+        os.replace(tmp, out)
+    _say(
+        f"{len(queries)} queries ({args.split}), {empty} with no result, {lines} lines"
+        f" -> {args.out}; indexing {indexed:.1f} s, searching {searched:.2f} s"
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from pytest_searcheval.collection_model import CollectionError
+    from pytest_searcheval.engine.db import DatabaseError
+
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            return serve(args)
+        return run(args)
+    except CollectionError as exc:
+        _say(f"error: {exc}")
+        return 2
+    except DatabaseError as exc:
+        _say(f"error: {exc}")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
