@@ -30,6 +30,7 @@ import math
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from numbers import Integral
 from typing import Any
 
@@ -129,7 +130,7 @@ class _Packed:
 
 def _check_grades(qid: str, judged: Mapping[str, Any]) -> list[int]:
     grades = list(judged.values())
-    if all(type(g) is int for g in grades):
+    if not grades or set(map(type, grades)) == {int}:
         return grades
     out: list[int] = []
     for doc, g in judged.items():
@@ -162,26 +163,23 @@ def _ranks_from_scores(qid: str, ranking: Mapping[str, float], docs: list[str]) 
         raise ValueError(
             f"run: query {qid!r}, document {doc!r}: score {float(scores[bad])!r} is not finite"
         )
-    ranks = np.full(len(docs), _NOT_RETRIEVED, dtype=np.int64)
-    got = [ranking.get(d) for d in docs]
-    present = np.fromiter((s is not None for s in got), dtype=bool, count=len(docs))
-    if not present.any():
-        return ranks
-    sj = np.array([s for s in got if s is not None], dtype=np.float64)
+    # every score is finite, so NaN marks a judged document that was not retrieved
+    sj = np.fromiter(
+        map(ranking.get, docs, repeat(math.nan, len(docs))), dtype=np.float64, count=len(docs)
+    )
+    present = ~np.isnan(sj)
     ordered = np.sort(scores)
     hi = np.searchsorted(ordered, sj, side="right")
     lo = np.searchsorted(ordered, sj, side="left")
-    r = (n - hi).astype(np.int64)
-    tied = np.flatnonzero(hi - lo > 1)
+    ranks = np.where(present, n - hi, _NOT_RETRIEVED).astype(np.int64)
+    tied = np.flatnonzero(present & (hi - lo > 1))
     if tied.size:
         # trec_eval breaks score ties by doc id descending: a tied doc with a larger id ranks first
         keys = list(ranking)
-        present_docs = [d for d, s in zip(docs, got, strict=True) if s is not None]
         for t in tied.tolist():
-            doc = present_docs[t]
+            doc = docs[t]
             same = np.flatnonzero(scores == sj[t]).tolist()
-            r[t] += sum(1 for i in same if keys[i] > doc)
-    ranks[present] = r
+            ranks[t] += sum(1 for i in same if keys[i] > doc)
     return ranks
 
 
@@ -197,7 +195,7 @@ def _ranks_from_list(qid: str, ranking: Sequence[str], docs: list[str]) -> IntAr
                 )
             seen.add(d)
     nr = int(_NOT_RETRIEVED)
-    return np.fromiter((pos.get(d, nr) for d in docs), dtype=np.int64, count=len(docs))
+    return np.fromiter(map(pos.get, docs, repeat(nr, len(docs))), dtype=np.int64, count=len(docs))
 
 
 def _pack(
@@ -205,15 +203,15 @@ def _pack(
     run: Mapping[str, Mapping[str, float] | Sequence[str]],
 ) -> _Packed:
     qids = list(qrels)
-    qs: list[IntArray] = []
+    sizes: list[int] = []
     ranks: list[IntArray] = []
-    grades: list[IntArray] = []
-    for i, qid in enumerate(qids):
+    grades: list[int] = []
+    for qid in qids:
         judged = qrels[qid]
         if not isinstance(judged, Mapping):
             raise ValueError(f"qrels: query {qid!r}: expected a mapping of document id to grade")
         docs = list(judged)
-        g = np.array(_check_grades(qid, judged), dtype=np.int64)
+        grades.extend(_check_grades(qid, judged))
         ranking = run.get(qid)
         if ranking is None:
             r = np.full(len(docs), _NOT_RETRIEVED, dtype=np.int64)
@@ -226,13 +224,11 @@ def _pack(
             )
         else:
             r = _ranks_from_list(qid, ranking, docs)
-        qs.append(np.full(len(docs), i, dtype=np.int64))
+        sizes.append(len(docs))
         ranks.append(r)
-        grades.append(g)
-    if not qids:
-        empty = np.zeros(0, dtype=np.int64)
-        return _Packed(qids, empty, empty, empty)
-    return _Packed(qids, np.concatenate(qs), np.concatenate(ranks), np.concatenate(grades))
+    q = np.repeat(np.arange(len(qids), dtype=np.int64), sizes)
+    rank = np.concatenate(ranks) if ranks else np.zeros(0, dtype=np.int64)
+    return _Packed(qids, q, rank, np.array(grades, dtype=np.int64))
 
 
 # --------------------------------------------------------------------------------------------
