@@ -375,3 +375,26 @@ def test_load_refuses_non_collections(tmp_path: Path) -> None:
         load(tmp_path)
     with pytest.raises(CollectionError, match="no such directory"):
         load(tmp_path / "absent")
+
+
+def test_check_export_and_overrides_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_searcheval.collection import main
+
+    root = write(tmp_path / "c")
+    assert main(["check", str(root)]) == 1  # q2 judges d2 (pubnet) relevant: an override
+    out = capsys.readouterr().out
+    assert "3 documents, 4 queries, 5 judgments" in out
+    assert "q2 d2 grade 2 -> 0: no single payment option" in out
+    qrels = tmp_path / "test.qrels"
+    assert main(["export", str(root), "--out", str(qrels), "--split", "test"]) == 0
+    assert qrels.read_text() == "q2 0 d2 2\nq2 0 d3 3\nq4 0 d1 0\n"
+    assert main(["overrides", str(root), "--write"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(root)]) == 0
+    assert "constraint overrides pending: 0" in capsys.readouterr().out
+    assert load(root).judgments["q2"] == {"d2": 0, "d3": 3}
+    (root / "qrels" / "queries.yaml").write_text("q1: {text: not a list}\n")
+    assert main(["check", str(root)]) == 2
+    assert "qrels/queries.yaml:1: expected a YAML list of queries" in capsys.readouterr().err
