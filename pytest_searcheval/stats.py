@@ -21,6 +21,7 @@ __all__ = [
     "agreement",
     "bootstrap_ci",
     "holm",
+    "manifest",
     "paired_randomization_test",
 ]
 
@@ -148,6 +149,30 @@ def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
         running = max(running, min(1.0, (m - i) * float(p)))
         out[name] = running
     return {name: out[name] for name in pvalues}
+
+
+def manifest(
+    *,
+    samples: int = 1000,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+    permutations: int = 10_000,
+) -> dict[str, object]:
+    """The statistical conventions behind a report's intervals and p-values, as JSON-safe data."""
+    return {
+        "interval": f"percentile bootstrap of the mean, {samples} resamples, "
+        f"{confidence:.0%} two-sided, numpy PCG64 seed {seed}",
+        "paired_test": f"two-sided paired randomization (sign flip) test on per-query differences, "
+        f"{permutations} seeded permutations, p = (hits + 1) / (permutations + 1); exact "
+        f"enumeration when 2^n <= {permutations}",
+        "multiple_comparisons": "Holm-Bonferroni step-down adjustment",
+        "agreement": "exact, within-one, quadratic weighted kappa over the grade range seen, "
+        "severe = 2 or more grades apart",
+        "samples": samples,
+        "seed": seed,
+        "confidence": confidence,
+        "permutations": permutations,
+    }
 
 
 @dataclass(frozen=True)

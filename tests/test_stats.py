@@ -11,6 +11,7 @@ from pytest_searcheval.stats import (
     agreement,
     bootstrap_ci,
     holm,
+    manifest,
     paired_randomization_test,
 )
 
@@ -115,3 +116,9 @@ def test_agreement_edge_cases() -> None:
         agreement([1, 1.5], [1, 1])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="b has 3"):
         agreement([1, 2], [1, 2, 3])
+
+
+def test_manifest_reports_the_parameters() -> None:
+    m = manifest(samples=500, seed=3)
+    assert (m["samples"], m["seed"], m["permutations"]) == (500, 3, 10_000)
+    assert "500 resamples" in str(m["interval"]) and "seed 3" in str(m["interval"])
