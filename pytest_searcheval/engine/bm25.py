@@ -75,23 +75,26 @@ def document_frequencies(conn: Connection[Any], terms: Sequence[str]) -> dict[st
     return {str(t): int(n) for t, n in rows}
 
 
+# The postings of the query terms are MATERIALIZED first (index scan on terms(term, field)),
+# so the planner never starts from doc_lengths and walks every document.
 _SCORE_SQL = """
 WITH q(term, qtf, idf) AS (
     SELECT * FROM unnest(%(terms)s::text[], %(qtf)s::float8[], %(idf)s::float8[])
-), w(field, weight, b) AS (
-    SELECT * FROM unnest(%(fields)s::text[], %(weights)s::float8[], %(bs)s::float8[])
-), s AS (
+), s AS MATERIALIZED (
     SELECT w.field, w.weight, w.b,
            GREATEST(fs.total_len::float8 / NULLIF(fs.doc_count, 0), 1e-9) AS avg_len
-    FROM w JOIN field_stats fs ON fs.field = w.field
+    FROM unnest(%(fields)s::text[], %(weights)s::float8[], %(bs)s::float8[]) AS w(field, weight, b)
+    JOIN field_stats fs ON fs.field = w.field
+), p AS MATERIALIZED (
+    SELECT t.doc_id, t.field, t.term, t.tf
+    FROM terms t
+    WHERE t.term = ANY(%(terms)s::text[]) {candidate_filter}
 ), tf AS (
     SELECT p.doc_id, p.term,
            sum(s.weight * p.tf / (1 - s.b + s.b * dl.len / s.avg_len)) AS wtf
-    FROM terms p
-    JOIN q ON q.term = p.term
+    FROM p
     JOIN s ON s.field = p.field
     JOIN doc_lengths dl ON dl.doc_id = p.doc_id AND dl.field = p.field
-    {candidate_join}
     GROUP BY p.doc_id, p.term
 )
 SELECT tf.doc_id,
@@ -131,10 +134,10 @@ def search(
     if not present:
         return [], total_idf
     fields, weights, bs = params.field_arrays()
-    candidate_join: sql.Composable = sql.SQL("")
+    candidate_filter: sql.Composable = sql.SQL("")
     if candidates is not None:
-        candidate_join = sql.SQL("JOIN ({}) cand ON cand.doc_id = p.doc_id").format(candidates)
-    query = sql.SQL(_SCORE_SQL).format(candidate_join=candidate_join)
+        candidate_filter = sql.SQL("AND t.doc_id IN ({})").format(candidates)
+    query = sql.SQL(_SCORE_SQL).format(candidate_filter=candidate_filter)
     bind: dict[str, Any] = {
         "terms": [terms[i] for i in present],
         "qtf": [float(query_tf[terms[i]]) for i in present],

@@ -30,6 +30,7 @@ class DenseParams:
     hnsw_m: int = 16
     hnsw_ef_construction: int = 64
     ef_search: int = 100
+    build_memory: str = "512MB"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ def ensure_hnsw(conn: Connection[Any], params: DenseParams) -> float:
     if has_hnsw(conn):
         return 0.0
     started = time.perf_counter()
+    # HNSW builds far faster when the graph fits in maintenance_work_mem (pgvector docs).
+    conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (params.build_memory,))
     conn.execute(
         sql.SQL(
             "CREATE INDEX {} ON embeddings USING hnsw (embedding vector_cosine_ops)"

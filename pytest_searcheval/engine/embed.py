@@ -69,10 +69,13 @@ class Embedder:
         model_id: str = MODEL_ID,
         batch_size: int = 64,
         memory_items: int = 4096,
+        batch_threads: int | None = None,
     ) -> None:
         self.model_path = model_path if model_path is not None else default_model_path()
         self.model_id = model_id
         self.batch_size = batch_size
+        self.batch_threads = batch_threads or max(1, min(4, os.cpu_count() or 1))
+        self.small_batch = 8
         self.cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.stats = EmbeddingStats()
@@ -80,6 +83,8 @@ class Embedder:
         self._model: Any = None
         self._memory: OrderedDict[str, Vector] = OrderedDict()
         self._memory_items = memory_items
+        #: False makes every call encode (benchmarks measure the uncached path); still writes.
+        self.read_cache = True
         self._db = sqlite3.connect(self.cache_dir / "embeddings.sqlite", check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         # A lost cache row is recomputed, never wrong: trade durability for commit latency.
@@ -160,6 +165,11 @@ class Embedder:
 
     def _encode(self, texts: list[str]) -> list[Vector | None]:
         model = self._load()
+        import torch
+
+        # One query is a few small matmuls: extra intra-op threads only add wake-up cost, and on a
+        # busy 2-core machine spinning OpenMP workers made one query 15x slower (measured).
+        torch.set_num_threads(1 if len(texts) <= self.small_batch else self.batch_threads)
         try:
             arr = model.encode(
                 texts,
@@ -185,12 +195,12 @@ class Embedder:
         keys = [text_key(t) for t in texts]
         result: dict[str, Vector | None] = {}
         with self._lock:
-            for key in keys:
+            for key in keys if self.read_cache else ():
                 vec = self._memory.get(key)
                 if vec is not None:
                     self._memory.move_to_end(key)
                     result[key] = vec
-            missing = [k for k in dict.fromkeys(keys) if k not in result]
+            missing = [k for k in dict.fromkeys(keys) if k not in result] if self.read_cache else []
             for start in range(0, len(missing), 500):
                 chunk = missing[start : start + 500]
                 marks = ",".join("?" * len(chunk))
