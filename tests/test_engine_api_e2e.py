@@ -267,3 +267,16 @@ def test_cli_errors_exit_2(tmp_path: Path) -> None:
         main(["run", "--collection", missing, "--profile", "lexical", "--out", "x", "--limit", "0"])
         == 2
     )
+
+
+def test_cli_serve_fails_fast_on_a_busy_port(collection_dir: Path) -> None:
+    import socket
+
+    from pytest_searcheval.engine.__main__ import main
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        # Exit status 2 before any server or model is started.
+        assert main(["serve", "--collection", str(collection_dir), "--port", str(port)]) == 2

@@ -17,8 +17,10 @@ Exit status: 0 on success, 2 on a usage or input error (bad collection, bad DSN)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
+import socket
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -109,8 +111,18 @@ def serve(args: argparse.Namespace) -> int:
     token: str | None = None
     if not args.no_admin:
         token = args.token or os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(32)
+    # Bind before indexing: a busy port fails fast, and --port 0 reports the chosen port.
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as exc:
+        sock.close()
+        _say(f"error: cannot listen on {args.host}:{args.port}: {exc}")
+        return 2
     t0 = time.perf_counter()
-    with _start(args, collection) as engine:
+    with contextlib.closing(sock), _start(args, collection) as engine:
         facts = engine.describe()
         _say(
             f"indexed {facts.get('documents')} documents in {time.perf_counter() - t0:.1f} s"
@@ -122,12 +134,13 @@ def serve(args: argparse.Namespace) -> int:
             _say(f"profile {profile} unavailable: {reason}")
         if token is not None and not (args.token or os.environ.get(TOKEN_ENV)):
             _say(f"admin token: {token}")
-        _say(f"serving on http://{args.host}:{args.port}/discovery/search (Ctrl-C stops)")
         app = create_app(engine, admin_token=token)
+        port = sock.getsockname()[1]
+        host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
+        _say(f"serving on http://{host}:{port}/discovery/search (Ctrl-C stops)")
         # Main thread: uvicorn handles SIGINT/SIGTERM and returns; the context drops the schema.
-        uvicorn.Server(
-            uvicorn.Config(app, host=args.host, port=args.port, log_level="info", lifespan="off")
-        ).run()
+        server = uvicorn.Server(uvicorn.Config(app, log_level="info", lifespan="off"))
+        server.run(sockets=[sock])
     return 0
 
 
