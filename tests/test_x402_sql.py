@@ -315,3 +315,70 @@ def test_candidate_sql_joins_as_a_doc_id_set(seeded: IsolatedSchema) -> None:
     query = sql.SQL("SELECT cand.doc_id FROM ({}) cand ORDER BY 1").format(composed)
     with seeded.connection() as conn:
         assert [r[0] for r in conn.execute(query, params).fetchall()] == ["eurc"]
+
+
+def test_shipped_conformance_set(pg_server: Any) -> None:
+    """Every case of the shipped filter-conformance set: the SQL predicate returns exactly the
+    hand-derived expect_ids."""
+    from pathlib import Path
+
+    import yaml
+
+    from pytest_searcheval.collection import load_conformance
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "conformance" / "cases.yaml").exists():
+        pytest.skip("no shipped conformance set")
+    manifest = yaml.safe_load((root / "collection.yaml").read_text(encoding="utf-8"))
+    assets = [
+        Asset(
+            a["code"],
+            a["network"],
+            a["address"],
+            int(a["decimals"]),
+            None if a.get("usd") is None else Decimal(str(a["usd"])),
+        )
+        for a in manifest["assets"]
+    ]
+    conf = load_conformance(root / "conformance", assets, check_oracle=False)
+    records = [
+        {"id": d.id, "title": d.title, "text": d.text, "fields": d.fields, "x402": d.x402}
+        for d in conf.documents.values()
+    ]
+    iso = IsolatedSchema(pg_server.dsn, params={"embedding_dim": 8}, pool_max=1).open()
+    try:
+        with iso.connection() as conn:
+            for doc in records:
+                wire = doc["x402"]
+                conn.execute(
+                    "INSERT INTO documents (id, title, body, x402, doc_type)"
+                    " VALUES (%s, %s, %s, %s, %s)",
+                    (
+                        doc["id"],
+                        doc["title"],
+                        doc["text"],
+                        json.dumps(wire) if wire else None,
+                        wire.get("type") if wire else None,
+                    ),
+                )
+                for row in option_rows(doc, assets):
+                    conn.execute(
+                        "INSERT INTO payment_options VALUES (%(doc_id)s, %(idx)s, %(scheme)s,"
+                        " %(network)s, %(asset)s, %(asset_code)s, %(decimals)s, %(amount)s,"
+                        " %(pay_to)s, %(pay_to_account)s, %(usd_rate)s)",
+                        row,
+                    )
+                for name in (wire or {}).get("extensions") or {}:
+                    conn.execute("INSERT INTO extensions VALUES (%s, %s)", (doc["id"], name))
+        failures = []
+        for case in conf.cases:
+            got = matching(iso, parse_filters(case.filters, assets))
+            if got != set(case.expect_ids):
+                failures.append(
+                    f"{case.id} {case.filters}: extra {sorted(got - case.expect_ids)},"
+                    f" missing {sorted(case.expect_ids - got)}"
+                )
+        assert len(conf.cases) >= 10
+        assert not failures, "\n".join(failures)
+    finally:
+        iso.close()
