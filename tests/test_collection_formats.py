@@ -132,7 +132,10 @@ def test_trec_export_round_trips_through_pytrec_eval(tmp_path: Path) -> None:
     assert write_trec_qrels(qrels, buf) == 3
     assert buf.getvalue() == "9 0 c 3\n10 0 a 0\n10 0 b 1\n"  # natural query order
     assert pytrec_eval.parse_qrel(io.StringIO(buf.getvalue())) == qrels
-    run = {"9": ["c", "x", "y"], "10": {"a": 0.5, "b": 0.5, "z": 2.0}}
+    run: dict[str, list[str] | dict[str, float]] = {
+        "9": ["c", "x", "y"],
+        "10": {"a": 0.5, "b": 0.5, "z": 2.0},
+    }
     out = io.StringIO()
     write_trec_run(run, out, tag="mine")
     lines = out.getvalue().splitlines()

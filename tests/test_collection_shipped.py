@@ -28,7 +28,7 @@ def test_shipped_collection_loads_and_is_consistent(shipped: Collection) -> None
     assert shipped.documents and shipped.queries
     assert set(shipped.manifest["splits"]) == {"dev", "test"}
     typo = [q for q in shipped.queries.values() if q.source is not None]
-    assert all(shipped.queries[q.source].split == q.split for q in typo)
+    assert all(shipped.queries[str(q.source)].split == q.split for q in typo)
     _, overrides = apply_constraint_overrides(shipped)
     assert overrides == [], overrides[:5]
 
