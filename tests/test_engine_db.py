@@ -132,6 +132,7 @@ def _unprivileged_command() -> tuple[list[str], dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
     site = sysconfig.get_paths()["purelib"]
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), site])
+    env[PG_CACHE_ENV] = "off"  # exercise the plain initdb path and leave no cache behind
     if os.geteuid() != 0:
         return [sys.executable], env
     setpriv = shutil.which("setpriv")
