@@ -113,8 +113,10 @@ def engine_ranks(root: Path, queries: dict[str, str], depth: int) -> dict[str, d
             if engine.profiles().get(profile) is not None:
                 continue
             for qid, text in queries.items():
-                body = engine.search(
-                    text, profile=profile, limit=depth, extract=False, threshold=False
+                # pooling wants every candidate: no constraint extraction, no no-result cut
+                body = engine._search(
+                    text, profile=profile, limit=depth, filters=None, extract=False,
+                    apply_threshold=False,
                 )
                 out[f"engine-{profile}"][qid] = [r["id"] for r in body["results"]]
     return out
