@@ -47,7 +47,7 @@ def _price(option: dict[str, Any], assets: dict[str, dict[str, Any]]) -> str:
     if asset is None:
         return f"{option.get('amount')} base units of an unlisted asset"
     usd = Decimal(option["amount"]) / (Decimal(10) ** int(asset["decimals"])) * Decimal(asset["usd"])
-    return f"{asset['code']} (about ${usd.normalize():f})"
+    return f"{asset['code']} (about ${float(usd):.4g})"
 
 
 def card(record: dict[str, Any], assets: dict[str, dict[str, Any]]) -> str:
