@@ -513,3 +513,16 @@ def test_runs_as_an_unprivileged_database_role(catalog_dsn: str) -> None:
             )
             conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_an_isolated_schema_is_opened_once(catalog_dsn: str) -> None:
+    iso = IsolatedSchema(catalog_dsn).open()
+    try:
+        with pytest.raises(IsolationError, match="already opened"):
+            iso.open()
+        assert _run_schemas(catalog_dsn) == [iso.name]
+    finally:
+        iso.close()
+    with pytest.raises(IsolationError, match="already opened"):
+        iso.open()
+    assert _run_schemas(catalog_dsn) == []

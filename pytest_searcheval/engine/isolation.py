@@ -335,6 +335,8 @@ class IsolatedSchema:
         import psycopg
         from psycopg import sql
 
+        if self._created or self._closed:
+            raise IsolationError(f"IsolatedSchema {self.name} was already opened; make a new one")
         t0 = time.perf_counter()
         try:
             with psycopg.connect(self.dsn, autocommit=True) as conn:
@@ -373,7 +375,11 @@ class IsolatedSchema:
                 "pool_seconds": time.perf_counter() - t3,
             }
         except BaseException:
-            self.close()
+            # Keep the original error in front; a failed drop is reported, not raised over it.
+            try:
+                self.close()
+            except Exception as exc:
+                warnings.warn(f"run schema {self.name} could not be dropped: {exc}", stacklevel=2)
             raise
         return self
 
