@@ -25,6 +25,7 @@ import gc
 import hashlib
 import json
 import sys
+from collections.abc import Collection as Collection_
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -254,13 +255,14 @@ def _load_native(root: Path, max_line_bytes: int) -> Collection:
     files = sorted(corpus_dir.glob("*.jsonl")) if corpus_dir.is_dir() else []
     if not files:
         problems.add("corpus/", None, None, "empty corpus: expected corpus/*.jsonl files")
-    documents, _ = read_corpus_files(files, root, problems, max_line_bytes=max_line_bytes)
+    documents, doc_ids = read_corpus_files(files, root, problems, max_line_bytes=max_line_bytes)
     if files and not documents and not problems:
         problems.add("corpus/", None, None, "empty corpus: the JSONL files hold no documents")
 
     qpath = root / "qrels" / "queries.yaml"
     qname = display(qpath, root)
     queries: dict[str, Query] = {}
+    query_ids: set[str] | None = set()
     if not qpath.exists():
         problems.add(qname, None, None, "missing: expected the list of queries")
     else:
@@ -273,9 +275,13 @@ def _load_native(root: Path, max_line_bytes: int) -> Collection:
             classes=manifest.get("classes"),
             assets=assets,
             documents=documents,
+            seen_ids=query_ids,
         )
-        if not items and qname not in {p.file for p in problems.items}:
-            problems.add(qname, None, None, "no queries: expected a non-empty YAML list")
+        if not items:
+            if qname in {p.file for p in problems.items}:
+                query_ids = None  # unreadable: do not also call every judged query unknown
+            else:
+                problems.add(qname, None, None, "no queries: expected a non-empty YAML list")
 
     jpath = root / "qrels" / "judgments.tsv"
     jname = display(jpath, root)
@@ -284,7 +290,7 @@ def _load_native(root: Path, max_line_bytes: int) -> Collection:
         judgments, where = read_judgments_tsv(
             jpath, problems, jname, grades, max_line_bytes=max_line_bytes
         )
-        _check_judgment_ids(judgments, where, jname, problems, queries, documents, qpath.exists())
+        _check_judgment_ids(where, jname, problems, query_ids, doc_ids)
     else:
         problems.add(jname, None, None, "missing: expected the graded judgments TSV")
     _check_no_result(queries, judgments, qname, problems)
@@ -311,20 +317,18 @@ def _load_native(root: Path, max_line_bytes: int) -> Collection:
 
 
 def _check_judgment_ids(
-    judgments: Mapping[str, Mapping[str, int]],
     where: Mapping[tuple[str, str], int],
     name: str,
     problems: Problems,
-    queries: Mapping[str, Any],
-    documents: Mapping[str, Any] | None,
-    check_queries_too: bool = True,
+    query_ids: Collection_[str] | None,
+    doc_ids: Collection_[str] | None,
 ) -> None:
-    # Queries that failed validation are absent from ``queries``; do not pile a second problem
-    # on each of their judgments, the first one already names the query.
+    """Judgments must name known queries and documents. ``None`` skips a check (no corpus given,
+    or the queries file could not be read at all and is reported already)."""
     for (q, d), line in sorted(where.items(), key=lambda kv: kv[1]):
-        if check_queries_too and q not in queries:
+        if query_ids is not None and q not in query_ids:
             problems.add(name, line, "query_id", f"unknown query {q!r}: not in the queries")
-        if documents is not None and d not in documents:
+        if doc_ids is not None and d not in doc_ids:
             problems.add(name, line, "doc_id", f"unknown document {d!r}: not in the corpus")
 
 
@@ -380,7 +384,7 @@ def _load_beir(root: Path, max_line_bytes: int, grades: Sequence[int] | None) ->
         found.append(split)
         name = f"qrels/{split}.tsv"
         part, where = read_beir_qrels(path, name, problems, grades, max_line_bytes=max_line_bytes)
-        _check_judgment_ids(part, where, name, problems, raw_queries, documents)
+        _check_judgment_ids(where, name, problems, raw_queries, documents)
         for q, docs in part.items():
             if q in split_of:
                 problems.add(
@@ -473,7 +477,7 @@ def _load_trec(
             )
         if not documents and not problems:
             problems.add(str(cpath), None, None, "empty corpus: expected at least one document")
-    _check_judgment_ids(judgments, where, str(qpath), problems, tops, documents)
+    _check_judgment_ids(where, str(qpath), problems, tops, documents)
     problems.raise_if_any()
     queries = {
         q: Query(id=q, text=text, query_class=GENERIC_CLASS, split=split)

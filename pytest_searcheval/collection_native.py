@@ -303,8 +303,10 @@ def check_queries(
     classes: list[str] | None,
     assets: list[Asset],
     documents: Mapping[str, Document],
+    seen_ids: set[str] | None = None,
 ) -> dict[str, Query]:
-    """Validate native query records (value, line, key lines); returns queries by id."""
+    """Validate native query records (value, line, key lines); returns queries by id and adds
+    every id seen (valid or not) to ``seen_ids``."""
     queries: dict[str, Query] = {}
     lines_of: dict[str, int] = {}
     for rec, line, key_lines in items:
@@ -368,6 +370,8 @@ def check_queries(
             )
             ok = False
         source, group = rec.get("source"), rec.get("group")
+        if isinstance(source, int) and not isinstance(source, bool):
+            source = str(source)  # ids may be YAML integers; they are compared as strings
         if source is not None and not isinstance(source, str):
             problems.add(name, at("source"), "source", "expected a query id or null")
             ok = False
@@ -394,7 +398,7 @@ def check_queries(
                 text=text,  # type: ignore[arg-type]
                 query_class=qclass,  # type: ignore[arg-type]
                 split=split,  # type: ignore[arg-type]
-                source=source,
+                source=source if isinstance(source, str) else None,
                 group=None if group is None else str(group),
                 constraints=normalize_filters(constraints),
                 expect=dict(expect),
@@ -404,6 +408,8 @@ def check_queries(
         if not isinstance(rec, dict):
             continue
         qid, source = rec.get("id"), rec.get("source")
+        if isinstance(source, int) and not isinstance(source, bool):
+            source = str(source)
         if not isinstance(source, str) or str(qid) not in queries:
             continue
         sline = key_lines.get("source", line)
@@ -419,6 +425,8 @@ def check_queries(
                 f"typo query {qid} is in split {queries[str(qid)].split!r} but its source "
                 f"{source} is in {queries[source].split!r}: expected the same split",
             )
+    if seen_ids is not None:
+        seen_ids.update(lines_of)
     return queries
 
 
@@ -474,14 +482,18 @@ def read_corpus_files(
     problems: Problems,
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-) -> tuple[dict[str, Document], dict[str, dict[str, Any]]]:
-    """Read native JSONL corpus files; returns documents and raw records (for hashing)."""
+) -> tuple[dict[str, Document], set[str]]:
+    """Read native JSONL corpus files; returns the valid documents and every id seen (also of
+    invalid records, so that judgments naming them are not reported a second time)."""
     documents: dict[str, Document] = {}
-    raw: dict[str, dict[str, Any]] = {}
+    seen: set[str] = set()
     where: dict[str, str] = {}
     for path in files:
         name = display(path, root)
         for line, rec in iter_jsonl(path, problems, name, max_line_bytes=max_line_bytes):
+            rid = rec.get("id")
+            if isinstance(rid, str):
+                seen.add(rid)
             doc = validate_document(rec, name, line, problems)
             if doc is None:
                 continue
@@ -492,8 +504,7 @@ def read_corpus_files(
                 continue
             where[doc.id] = f"{name}:{line}"
             documents[doc.id] = doc
-            raw[doc.id] = rec
-    return documents, raw
+    return documents, seen
 
 
 def read_queries_yaml(

@@ -398,3 +398,22 @@ def test_check_export_and_overrides_commands(
     (root / "qrels" / "queries.yaml").write_text("q1: {text: not a list}\n")
     assert main(["check", str(root)]) == 2
     assert "qrels/queries.yaml:1: expected a YAML list of queries" in capsys.readouterr().err
+
+
+def test_yaml_encoding_errors_name_the_line_and_provenance_loads(tmp_path: Path) -> None:
+    root = write(tmp_path)
+    (root / "qrels" / "provenance.yaml").write_text("judges: [a, b]\noverrides: 0\n")
+    assert load(root).provenance == {"judges": ["a", "b"], "overrides": 0}
+    (root / "qrels" / "queries.yaml").write_bytes(QUERIES.encode() + b"- id: q9\n  text: caf\xe9\n")
+    p = problems_of(root)
+    assert [(f, line) for f, line, *_ in p] == [("qrels/queries.yaml", 25)]
+    assert "UTF-8" in p[0][3]
+
+
+def test_integer_ids_in_yaml_are_strings(tmp_path: Path) -> None:
+    queries = (
+        "- {id: 1, text: one, class: exact-name, split: dev}\n"
+        "- {id: 2, text: onne, class: typo, split: dev, source: 1}\n"
+    )
+    c = load(write(tmp_path, queries=queries, judgments="query_id\tdoc_id\tgrade\n1\td1\t3\n"))
+    assert c.queries["2"].source == "1" and c.judgments == {"1": {"d1": 3}}
