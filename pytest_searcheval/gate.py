@@ -143,15 +143,23 @@ def evaluate(
         k: v for k, v in report.get("invariants", {}).items() if "conformance" in k.lower()
     }
     if conformance:
-        bad = sorted(k for k, v in conformance.items() if not v.get("passed"))
-        rules.append(
-            Rule(
-                "filter conformance",
-                "failed" if bad else "passed",
-                f"{len(conformance) - len(bad)}/{len(conformance)} cases"
-                + (f"; failing: {', '.join(bad[:10])}" if bad else ""),
-            )
+        bad = sorted(
+            k
+            for k, v in conformance.items()
+            if v.get("status") == "failed" or ("status" not in v and not v.get("passed"))
         )
+        ran = [k for k, v in conformance.items() if v.get("status") != "skipped"]
+        if not ran:
+            rules.append(Rule("filter conformance", "skipped", "every conformance case skipped"))
+        else:
+            rules.append(
+                Rule(
+                    "filter conformance",
+                    "failed" if bad else "passed",
+                    f"{len(ran) - len(bad)}/{len(ran)} cases"
+                    + (f"; failing: {', '.join(bad[:10])}" if bad else ""),
+                )
+            )
 
     nra_now = (entry.get("no_result") or {}).get("accuracy") if entry.get("available") else None
     nra_base = ((baseline or {}).get("profiles") or {}).get(gated, {}).get("no_result_accuracy")
@@ -169,15 +177,19 @@ def evaluate(
     invariants = report.get("invariants") or {}
     if invariants:
         base_inv = (baseline or {}).get("invariants") or {}
-        regressed = sorted(
-            k for k, v in invariants.items() if not v.get("passed") and base_inv.get(k, True)
-        )
-        failing = sum(1 for v in invariants.values() if not v.get("passed"))
+        # A skipped case (target cannot be changed, nothing to check) is not a failure.
+        failed = {k for k, v in invariants.items() if v.get("status", "") == "failed"} | {
+            k for k, v in invariants.items() if "status" not in v and not v.get("passed")
+        }
+        regressed = sorted(k for k in failed if base_inv.get(k, True))
+        skipped = sum(1 for v in invariants.values() if v.get("status") == "skipped")
+        checked = len(invariants) - skipped
         rules.append(
             Rule(
                 "invariants not below baseline",
                 "failed" if regressed else "passed",
-                f"{len(invariants) - failing}/{len(invariants)} pass"
+                f"{checked - len(failed)}/{checked} pass"
+                + (f", {skipped} skipped" if skipped else "")
                 + (f"; newly failing: {', '.join(regressed[:10])}" if regressed else ""),
             )
         )

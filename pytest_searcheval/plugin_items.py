@@ -423,15 +423,36 @@ class SearchEvalItem(pytest.Function):
             raise SearchEvalFailure(format_failure(state, row))
 
     def run_invariant(self, target: SearchTarget) -> None:
+        """Run one case of ``invariants.cases``; its record travels like a query row.
+
+        Cases with ``outcome(target)`` (returning an object with ``status``, ``message`` and
+        ``record()``) report skips and details; plain cases just ``run(target)`` and raise
+        ``AssertionError`` on failure.
+        """
         case = self.payload
-        record: dict[str, Any] = {"id": str(case.id), "name": str(getattr(case, "name", ""))}
+        record: dict[str, Any]
+        outcome_fn = getattr(case, "outcome", None)
+        if outcome_fn is not None:
+            outcome = outcome_fn(target)
+            record = dict(outcome.record()) if hasattr(outcome, "record") else {}
+            record.setdefault("id", str(case.id))
+            record["status"] = str(outcome.status)
+            record["passed"] = outcome.status == "passed"
+            record.setdefault("message", str(outcome.message))
+            self.user_properties.append((INVARIANT_KEY, json.dumps(record, default=str)))
+            if outcome.status == "failed":
+                raise SearchEvalFailure(str(outcome.message))
+            if outcome.status == "skipped":
+                pytest.skip(str(outcome.message))
+            return
+        record = {"id": str(case.id), "name": str(getattr(case, "name", ""))}
         try:
             case.run(target)
         except AssertionError as exc:
-            record.update(passed=False, message=str(exc))
+            record.update(status="failed", passed=False, message=str(exc))
             self.user_properties.append((INVARIANT_KEY, json.dumps(record, sort_keys=True)))
-            raise
-        record.update(passed=True, message="")
+            raise SearchEvalFailure(str(exc)) from None
+        record.update(status="passed", passed=True, message="")
         self.user_properties.append((INVARIANT_KEY, json.dumps(record, sort_keys=True)))
 
     def run_latency(self, target: SearchTarget, benchmark: Any) -> None:

@@ -145,8 +145,11 @@ def searcheval_target():
 """
 
 
-def make_project(pytester: pytest.Pytester, *, ini: str = "") -> None:
-    """Write the tiny collection, the fake target's conftest and an ini file."""
+def make_project(pytester: pytest.Pytester, *, ini: str = "", invariants: bool = False) -> None:
+    """Write the tiny collection, the fake target's conftest and an ini file.
+
+    The invariant tests (their own module's business) are deselected unless ``invariants``.
+    """
     pytester.makefile(
         ".yaml",
         collection=(
@@ -171,7 +174,9 @@ def make_project(pytester: pytest.Pytester, *, ini: str = "") -> None:
     pytester.makeconftest(CONFTEST.replace("{TEXT}", repr(text)))
     pytester.makeini(
         "[pytest]\nsearch_eval_profiles = lexical,semantic,hybrid\n"
-        "search_eval_bootstrap_samples = 200\nsearch_eval_permutations = 500\n" + ini
+        "search_eval_bootstrap_samples = 200\nsearch_eval_permutations = 500\n"
+        + ("" if invariants else 'addopts = -m "not searcheval_invariant"\n')
+        + ini
     )
 
 

@@ -144,7 +144,8 @@ def test_gated_profile_unavailable_fails(pytester: pytest.Pytester) -> None:
 def test_selection_by_k_and_node_id(pytester: pytest.Pytester) -> None:
     make_project(pytester)
     result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "-k", "paraphrase")
-    result.assert_outcomes(passed=2, deselected=2)
+    result.assert_outcomes(passed=2)
+    assert "test_query[q1-exact-name]" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*[[]skipped[]] hybrid >= lexical on nDCG@10: partial run*"])
     result = pytester.runpytest(
         "--search-eval", "-p", "no:cacheprovider", "collection.yaml::test_query[q2-paraphrase]"
@@ -160,7 +161,7 @@ def test_split_and_ini_precedence(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(
         "--search-eval", "-p", "no:cacheprovider", "--co", "-q", "--search-eval-split", "all"
     )
-    result.stdout.fnmatch_lines(["*5 tests collected*"])
+    result.stdout.fnmatch_lines(["*collection.yaml::test_query[[]q5-exact-name[]]", "5*collected*"])
 
 
 @pytest.mark.parametrize(
@@ -306,3 +307,21 @@ def test_help_lists_options_subprocess() -> None:
     for option in ("--search-eval ", "--search-eval-url", "--search-eval-update-baseline"):
         assert option in out
     assert "search_eval_tolerance" in out
+
+
+def test_invariant_cases_become_tests_and_reach_the_report(pytester: pytest.Pytester) -> None:
+    from pytest_searcheval import invariants
+    from pytest_searcheval.collection import load
+    from pytest_searcheval.config import SearchEvalConfig
+
+    make_project(pytester, invariants=True)
+    expected = {c.id for c in invariants.cases(load(pytester.path), SearchEvalConfig(split="test"))}
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "-v")
+    for case_id in sorted(expected)[:3]:
+        result.stdout.fnmatch_lines([f"*collection.yaml::test_invariant[[]{case_id}[]] *"])
+    report = read_report(pytester)
+    assert set(report["invariants"]) == expected
+    assert all(
+        v["status"] in ("passed", "failed", "skipped") for v in report["invariants"].values()
+    )
+    result.stdout.fnmatch_lines(["*] invariants not below baseline: *"])
