@@ -16,6 +16,7 @@ ASSETS = [
     Asset("USDC", "stellar:testnet", strkey.encode_contract(bytes([2]) * 32), 7, Decimal("1")),
     Asset("EURC", "stellar:pubnet", strkey.encode_contract(bytes([3]) * 32), 7, Decimal("1.08")),
     Asset("XLM", "stellar:pubnet", strkey.encode_contract(bytes([4]) * 32), 7, Decimal("0.10")),
+    Asset("AQUA", "stellar:pubnet", strkey.encode_contract(bytes([5]) * 32), 7, Decimal("0.001")),
 ]
 G = strkey.encode_account(bytes([9]) * 32)
 M = strkey.encode_muxed(bytes([9]) * 32, 7)
@@ -64,6 +65,14 @@ POSITIVE: list[tuple[str, dict[str, str]]] = [
     ("dns lookup under 1 USD", {"max_price_usd": "1"}),
     ("dns lookup under a dollar", {"max_price_usd": "1"}),
     ("listings with the bazaar extension", {"extension": "bazaar"}),
+    ("weather api for 1 cent per call", {"max_price_usd": "0.01"}),
+    ("weather api 0.5 cents per request", {"max_price_usd": "0.005"}),
+    ("weather forecast below 1c", {"max_price_usd": "0.01"}),
+    ("ocr, 5c a call", {"max_price_usd": "0.05"}),
+    ("weather, pay with lumens", {"asset": "XLM"}),
+    ("translate text, mainnet only, usdc", {"network": PUB, "asset": "USDC"}),
+    ("pay-as-you-go transcription", {"scheme": "upto"}),
+    ("AQUA payments for a weather feed", {"asset": "AQUA"}),
     (
         "OCR as an MCP tool under $0.01 on testnet",
         {"type": "mcp", "max_price_usd": "0.01", "network": TEST},
@@ -119,6 +128,23 @@ NEGATIVE = [
     "stellar account lookup",
     "verify a stellar address checksum GABC",
     "a metered parking availability api",
+    "fixed rate mortgage calculator",
+    "usage based analytics dashboard",
+    "pay as you go phone plans comparison",
+    "test net promoter score survey",
+    "main net income calculator",
+    "tip calculator for under $50 meals",
+    "sell USDC for XLM",
+    "api calls costing more than $1 per call",
+    "ocr at 2c per page",
+    "shipping rates for 5 items",
+    "aqua theme color palette",
+    "flat file converter",
+    "exact change calculator",
+    "the mcp specification explained",
+    "http to https redirect checker",
+    "convert 5 dollars to euros",
+    "how many cents in a dollar",
     "mainnet",  # a single word is still a network: kept as a positive check below
 ]
 

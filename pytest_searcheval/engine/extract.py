@@ -15,18 +15,21 @@ cue, and plain uses of the same words are not filters:
 * type: any mention of MCP / "Model Context Protocol" -> ``mcp``, unless MCP is the topic
   ("a directory of MCP servers") or negated ("not MCP", "non-MCP" -> ``http``); "HTTP endpoint",
   "HTTP API", "REST API", "plain HTTP" -> ``http``. "tool" alone is never a filter.
-* scheme: "upto" (one word), "up-to scheme", "pay-as-you-go", "usage-based", "metered billing"
-  -> ``upto``; "exact scheme", "exact price", "fixed price", "flat fee" -> ``exact``. "up to" in
-  two words is a price ceiling, never a scheme.
+* scheme: "upto" (one word), "up-to scheme", "pay-as-you-go", "usage-based pricing/billing",
+  "metered billing" -> ``upto`` (not "pay as you go phone plans"); "exact scheme", "exact
+  price", "fixed price", "flat fee" -> ``exact`` (not "fixed rate mortgage"). "up to" in two
+  words is a price ceiling, never a scheme.
 * asset: a registered code (case-insensitive: "usdc") or a registered contract address, unless
   the code is the topic ("USDC exchange rate", "price of XLM", "convert EURC to USDC").
-  "euros"/"dollars" only in a payment phrase ("paid in euros").
+  "euros"/"lumens" only in a payment phrase ("paid in euros", "pay with lumens"). A code that
+  is also a word ("AQUA") needs its upper case or a payment cue.
 * max_price_usd: a ceiling word ("under", "less than", "below", "max", "at most", "up to",
   "no more than", "cheaper than", "within", "<=", ...) before an amount with a currency
   ("$5", "5 USD", "10 cents", "a cent", "half a cent", "a tenth of a cent", "0.5 USDC"), or an
-  amount followed by "or less" / "max". Amounts in an asset unit are converted with the
-  registry's USD rate (exactly). A ceiling on something else ("stocks under $5") is a topic
-  unless the text says it is per call.
+  amount followed by "or less" / "max", or a price per call with no lower bound before it
+  ("1 cent per call", "5c a request"). Amounts in an asset unit are converted with the
+  registry's USD rate (exactly). A ceiling on something else ("stocks under $5", "under $50
+  meals") is a topic unless the text says it is per call.
 * recipient: a valid Stellar G/M address, or a C address that is not a registered asset.
 * extension: "<name> extension" for a known extension name (``bazaar``).
 
@@ -49,6 +52,10 @@ TESTNET, PUBNET = "stellar:testnet", "stellar:pubnet"
 KNOWN_EXTENSIONS = ("bazaar",)
 MAX_QUERY_CHARS = 2048
 
+#: Codes that are not English words: recognised in lower case without a payment cue.
+_TICKERS = frozenset(
+    {"USDC", "EURC", "XLM", "USDT", "EURT", "PYUSD", "WETH", "WBTC", "YUSDC", "USDB", "BTC", "ETH"}
+)
 _OTHER_CHAINS = (
     r"ethereum|eth|bitcoin|btc|solana|sol|polygon|matic|base|arbitrum|optimism|avalanche|avax|"
     r"bsc|bnb|sepolia|goerli|holesky|tron|cardano|near|sui|aptos|cosmos|polkadot|xrp|ripple|"
@@ -188,6 +195,9 @@ class _Extractor:
             r"(?P<net>test[\s-]?net|testnets|pub[\s-]?net|main[\s-]?net|public\s+network|"
             r"public\s+net|production\s+network|live\s+network)\b"
             r"(?P<post>\s+network)?"
+            # "net promoter score", "main net income": not networks
+            r"(?![\s-]+(?:promoter|income|worth|profit|margin|salary|weight|zero|neutral|"
+            r"present|assets?|sales|revenue|pay)\b)"
         )
         for m in pattern.finditer(low):
             before = low[: m.start("net")]
@@ -283,17 +293,22 @@ class _Extractor:
             r"\bpay[\s-]+as[\s-]+you[\s-]+go\b(?:\s+(?:pricing|billing|payments?|model|plan))?|"
             r"\b(?:usage|consumption|metered)[\s-]+(?:based\s+)?(?:pricing|billing|payments?|"
             r"charging|model)\b|"
-            r"\busage[\s-]+based\b|"
-            r"\bpay[\s-]+(?:per|for\s+what\s+you)[\s-]+(?:use|usage)\b(?:\s+(?:pricing|billing))?)"
+            r"\bpay[\s-]+(?:per|for\s+what\s+you)[\s-]+(?:use|usage)\s+(?:pricing|billing))"
         )
         for m in upto.finditer(low):
+            if re.match(
+                r"[\s-]+(?:phones?|mobile|sim|cell(?:ular)?|data|plans?|tariffs?|insurance|"
+                r"electricity|energy|gas|parking|gym|cards?|broadband|internet|taxes?)\b",
+                low[m.end() :],
+            ):
+                continue  # "pay as you go phone plans": the topic, not how the API is paid
             yield _Hit("scheme", "upto", m.start(), m.end())
         exact = re.compile(
             r"(?:\b(?:the|an?|with|using|via|on|under|at\s+an?)\s+)?"
             r"(?:\bexact\s+(?:x402\s+)?(?:payment\s+)?(?:scheme|payments?|pricing|price\b(?!\s+of))|"
             r"\bexact[\s-]+scheme\b|"
             r"\bscheme\s*[:=]?\s*exact\b|"
-            r"\b(?:fixed|flat)[\s-]+(?:exact\s+)?(?:price|pricing|fee|rate|cost)"
+            r"\b(?:fixed|flat)[\s-]+(?:exact\s+)?(?:price|pricing|fee)"
             r"(?:\s+(?:per\s+(?:call|request)|payments?))?(?!\s+(?:of|for|shipping|tax))\b)"
         )
         for m in exact.finditer(low):
@@ -316,7 +331,7 @@ class _Extractor:
             return True
         codes = "|".join(re.escape(c) for c in self.codes)
         if re.search(
-            rf"\b(?:{codes}|usd|eur|euros?|dollars?)\s+(?:to|into|vs\.?|versus)\s+$", before
+            rf"\b(?:{codes}|usd|eur|euros?|dollars?)\s+(?:to|into|for|vs\.?|versus)\s+$", before
         ):
             return True  # "convert EURC to USDC": a pair of currencies is the topic
         return bool(
@@ -338,6 +353,15 @@ class _Extractor:
                 rf"\b(?P<code>{names})\b(?P<post>\s+(?:payments?|only|accepted))?"
             )
             for m in pattern.finditer(low):
+                written = text[m.start("code") : m.end("code")]
+                code = self.codes[m.group("code")]
+                if (
+                    not m.group("pre")
+                    and not m.group("post")
+                    and written != code
+                    and code not in _TICKERS
+                ):
+                    continue  # "aqua theme": a code that is also a word needs its case or a cue
                 if self._code_topic(low, m.start("code"), m.end("code")) and not m.group("pre"):
                     continue
                 if (
@@ -347,13 +371,16 @@ class _Extractor:
                 ):
                     continue
                 yield _Hit("asset", self.codes[m.group("code")], m.start(), m.end())
-        if self.euro_code is not None:
-            euro = re.compile(
+        aliases = {"euros?|eur": self.euro_code, "lumens?": self.codes.get("xlm")}
+        for words, code in aliases.items():
+            if code is None:
+                continue
+            named = re.compile(
                 r"\b(?:paid|pay(?:s|ing|able)?|priced|settled?|charged?|billed)\s+"
-                r"(?:for\s+)?(?:in|with|using)\s+(?:euros?|eur)\b"
+                rf"(?:for\s+)?(?:in|with|using)\s+(?:{words})\b"
             )
-            for m in euro.finditer(low):
-                yield _Hit("asset", self.euro_code, m.start(), m.end())
+            for m in named.finditer(low):
+                yield _Hit("asset", code, m.start(), m.end())
 
     def _extensions(self, text: str, low: str) -> Iterable[_Hit]:
         names = "|".join(re.escape(n) for n in KNOWN_EXTENSIONS)
@@ -393,7 +420,8 @@ class _Extractor:
             rf"(?:(?P<cur>\$|us\$|usd|€|eur)\s?(?P<n1>{number})(?:\s?(?P<u1>cents?|usd))?"
             rf"|(?P<n2>{number})\s?(?P<u2>{unit_words}|\$)(?![a-z])"
             rf"|(?P<w>{words})\s+(?P<u3>dollars?|cents?|penny|pennies|dime|nickel|buck|bucks)\b"
-            rf"|(?P<w2>a\s+penny|a\s+dime|a\s+nickel|a\s+buck))"
+            rf"|(?P<w2>a\s+penny|a\s+dime|a\s+nickel|a\s+buck)"
+            rf"|(?P<n3>{number})c\b)"
         )
         bound = (
             r"under|below|beneath|less\s+than|lower\s+than|cheaper\s+than|fewer\s+than|"
@@ -415,12 +443,24 @@ class _Extractor:
             r"or\s+lower|ceiling|limit|cap)"
         )
         sub = re.compile(r"\bsub[\s-]?(?P<unit>cent|penny|dollar)\b(?:\s+(?:pric\w*|cost))?")
+        # A price per call with no ceiling word ("for 1 cent per call") is what the user will
+        # pay, hence a ceiling; unless a lower bound precedes it ("more than $1 per call").
+        per_call = re.compile(rf"(?<![\w.]){amount}(?P<per>\s+{_PER_CALL})")
         found: list[_Hit] = []
-        for m in list(pre.finditer(low)) + list(post.finditer(low)):
+        for m in [*pre.finditer(low), *post.finditer(low), *per_call.finditer(low)]:
             usd, code = self._value(m)
             if usd is None:
                 continue
-            if not m.group("per") and self._priced_topic(low, m.start()):
+            if not m.group("per") and (
+                self._priced_topic(low, m.start())
+                or re.match(rf"\s+(?:{_PRICED_NOUNS})\b", low[m.end() :])
+            ):
+                continue
+            if "bound" not in m.groupdict() and re.search(
+                r"\b(?:more\s+than|over|above|at\s+least|from|starting\s+at|exceed\w*|"
+                r"higher\s+than|greater\s+than|minimum(?:\s+of)?|min)\s*$",
+                low[: m.start()],
+            ):
                 continue
             if any(m.start() < h.end and h.start < m.end() for h in found):
                 continue
@@ -456,6 +496,9 @@ class _Extractor:
             if unit == "nickel":
                 return n * Decimal("0.05"), None
             return self._amount_unit(n, unit)
+        if m.group("n3") is not None:
+            n = _parse_number(m.group("n3"))
+            return (None, None) if n is None else (n / 100, None)
         if m.group("w2") is not None:
             coin = m.group("w2").split()[-1]
             value = {"penny": "0.01", "dime": "0.10", "nickel": "0.05", "buck": "1"}[coin]
@@ -496,7 +539,7 @@ class _Extractor:
 
 _FILLER = re.compile(
     r"(?:^|(?<=\s))(?:on|in|via|with|for|paid|pay|payable|priced|and|or|but|that|which|accepts?|"
-    r"using|over|at|costing|costs?|a|an|the|,|;|-)(?=\s|$)",
+    r"using|over|at|costing|costs?|a|an|the|only|,|;|-|\u2014)(?=\s|$)",
     re.IGNORECASE,
 )
 
