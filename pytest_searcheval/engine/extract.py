@@ -372,15 +372,15 @@ class _Extractor:
                     continue
                 yield _Hit("asset", self.codes[m.group("code")], m.start(), m.end())
         aliases = {"euros?|eur": self.euro_code, "lumens?": self.codes.get("xlm")}
-        for words, code in aliases.items():
-            if code is None:
+        for words, alias_of in aliases.items():
+            if alias_of is None:
                 continue
             named = re.compile(
                 r"\b(?:paid|pay(?:s|ing|able)?|priced|settled?|charged?|billed)\s+"
                 rf"(?:for\s+)?(?:in|with|using)\s+(?:{words})\b"
             )
             for m in named.finditer(low):
-                yield _Hit("asset", code, m.start(), m.end())
+                yield _Hit("asset", alias_of, m.start(), m.end())
 
     def _extensions(self, text: str, low: str) -> Iterable[_Hit]:
         names = "|".join(re.escape(n) for n in KNOWN_EXTENSIONS)
