@@ -20,7 +20,7 @@ Tables (engine/migrations/0001_core.sql): postings ``terms(doc_id, field, term, 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,18 +116,28 @@ def search(
     limit: int,
     candidates: sql.Composable | None = None,
     candidate_params: Mapping[str, Any] | None = None,
+    df_cache: MutableMapping[str, int] | None = None,
 ) -> tuple[list[LexicalHit], float]:
     """Top ``limit`` documents by BM25F and the total idf of the query terms.
 
     ``candidates`` is an optional SQL query returning a column ``doc_id`` (the hard-filter
     predicate); only those documents are scored. The second return value (sum of idf over
     distinct query terms, unseen terms at df = 0) is the denominator of lexical coverage.
+    ``df_cache`` memoises document frequencies; the caller clears it whenever the index changes.
     """
     if not query_tf or n_docs == 0:
         total = sum(idf(n_docs, 0) for _ in query_tf)
         return [], total
     terms = sorted(query_tf)
-    dfs = document_frequencies(conn, terms)
+    if df_cache is None:
+        dfs = document_frequencies(conn, terms)
+    else:
+        unknown = [t for t in terms if t not in df_cache]
+        if unknown:
+            found = document_frequencies(conn, unknown)
+            for t in unknown:
+                df_cache[t] = found.get(t, 0)
+        dfs = {t: df_cache[t] for t in terms}
     idfs = [idf(n_docs, dfs.get(t, 0)) for t in terms]
     total_idf = float(sum(idfs))
     present = [i for i, t in enumerate(terms) if dfs.get(t, 0) > 0]

@@ -206,6 +206,7 @@ class Engine:
         self._owns_embedder = owns_embedder
         self._docs: dict[str, Document] = {}
         self._priors: dict[str, float] = {}
+        self._df_cache: dict[str, int] = {}
         self._write_lock = threading.RLock()
         self._hnsw = False
         self._recall: dict[str, Any] | None = None
@@ -417,6 +418,8 @@ class Engine:
         conn.execute("ANALYZE doc_lengths")
 
     def _refresh_priors(self) -> None:
+        # Every write path ends here, so the df memo is invalidated with it.
+        self._df_cache = {}
         top = fusion.max_settlements([d.sidecar for d in self._docs.values()])
         self._priors = {i: fusion.prior_signal(d.sidecar, top) for i, d in self._docs.items()}
 
@@ -654,6 +657,7 @@ class Engine:
                     limit=depth,
                     candidates=candidates,
                     candidate_params=cand_params,
+                    df_cache=self._df_cache,
                 )
             if use_dense and qvec is not None:
                 sem = dense.search(
