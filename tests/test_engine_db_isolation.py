@@ -227,6 +227,19 @@ def test_schema_is_marked_and_every_pooled_connection_uses_it(catalog_dsn: str) 
             assert got is not None and got[0] == iso.name and got[1] not in pids
 
 
+def test_a_borrower_changing_search_path_does_not_leak_to_the_next(catalog_dsn: str) -> None:
+    with IsolatedSchema(catalog_dsn, pool_min=1, pool_max=1) as iso:
+        with iso.connection() as conn:
+            first = conn.execute("SELECT pg_backend_pid()").fetchone()
+            conn.execute("SET search_path TO public")
+            assert conn.execute("SELECT count(*) FROM documents").fetchone() == (1000,)
+        with iso.connection() as conn:
+            row = conn.execute("SELECT current_schema(), pg_backend_pid()").fetchone()
+            assert row is not None and row[0] == iso.name
+            assert (row[1],) == first  # the same connection, repaired, not a new one
+            assert conn.execute("SELECT count(*) FROM documents").fetchone() == (0,)
+
+
 # --- drop at the end, also after an exception -----------------------------------------------
 
 

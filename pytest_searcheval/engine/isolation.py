@@ -13,7 +13,8 @@ Lifecycle of :class:`IsolatedSchema` (a context manager):
    role may create objects in the schema; no trigger or rewrite rule was attached to our tables
    (either could redirect a write elsewhere). Otherwise :class:`IsolationError` aborts the run;
 5. hand out pooled connections (psycopg_pool) whose ``search_path`` is set by the pool's
-   ``configure`` callback to ``"<schema>", "<pgvector schema>"``;
+   ``configure`` callback to ``"<schema>", "<pgvector schema>"`` and restored by its ``reset``
+   callback if a borrower changed it;
 6. on exit, also after an exception: close the pool and ``DROP SCHEMA ... CASCADE``, but only if
    the schema still carries this run's marker and no object outside the schema depends on an
    object inside it (CASCADE would otherwise drop that foreign object too).
@@ -446,17 +447,28 @@ class IsolatedSchema:
         from psycopg_pool import ConnectionPool
 
         path = self.search_path
+        reported: dict[str, str | None] = {}
 
         def configure(conn: psycopg.Connection[Any]) -> None:
             # Every connection, including ones the pool opens later to replace broken ones.
             conn.execute(f"SET search_path TO {path}")
             conn.commit()
+            reported["value"] = conn.info.parameter_status("search_path")
+
+        def reset(conn: psycopg.Connection[Any]) -> None:
+            # A borrower that ran SET search_path must not hand a redirected connection to the
+            # next one. PostgreSQL 18 reports search_path changes to the client (ParameterStatus),
+            # so the check is free; older servers report nothing and get a SET on every return.
+            now = conn.info.parameter_status("search_path")
+            if now is None or now != reported.get("value"):
+                configure(conn)
 
         pool: ConnectionPool[Any] = ConnectionPool(
             self.dsn,
             min_size=self.pool_min,
             max_size=self.pool_max,
             configure=configure,
+            reset=reset,
             open=True,
             name=self.name,
         )
