@@ -29,6 +29,9 @@ __all__ = [
 
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_YAML_BYTES = 64 * 1024 * 1024
+# A file with this many problems is not the expected format at all; reading the rest of it
+# (possibly a gigabyte) would only produce more of the same.
+MAX_PROBLEMS_PER_FILE = 1000
 _CHUNK = 1024 * 1024
 
 
@@ -40,8 +43,10 @@ class Problems:
     limit: int = 10_000
     items: list[Problem] = field(default_factory=list)
     dropped: int = 0
+    per_file: dict[str, int] = field(default_factory=dict)
 
     def add(self, file: str, line: int | None, field_: str | None, message: str) -> None:
+        self.per_file[file] = self.per_file.get(file, 0) + 1
         if len(self.items) < self.limit:
             self.items.append(Problem(file, line, field_, message))
         else:
@@ -87,7 +92,16 @@ def iter_lines(
         return
     with fh:
         number = 0
+        per_file = problems.per_file
         while True:
+            if per_file.get(name, 0) >= MAX_PROBLEMS_PER_FILE:
+                problems.add(
+                    name,
+                    number,
+                    None,
+                    f"stopped reading after {MAX_PROBLEMS_PER_FILE} problems in this file",
+                )
+                return
             try:
                 raw = fh.readline(max_line_bytes + 1)
             except OSError as exc:

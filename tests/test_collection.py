@@ -417,3 +417,16 @@ def test_integer_ids_in_yaml_are_strings(tmp_path: Path) -> None:
     )
     c = load(write(tmp_path, queries=queries, judgments="query_id\tdoc_id\tgrade\n1\td1\t3\n"))
     assert c.queries["2"].source == "1" and c.judgments == {"1": {"d1": 3}}
+
+
+def test_a_garbage_file_stops_being_read_after_many_problems(tmp_path: Path) -> None:
+    root = write(tmp_path)
+    (root / "corpus" / "junk.jsonl").write_text("not json\n" * 5000)
+    with pytest.raises(CollectionError) as info:
+        load(root)
+    junk = [p for p in info.value.problems if p.file == "corpus/junk.jsonl"]
+    assert len(junk) == 1001
+    assert (junk[-1].line, junk[-1].message) == (
+        1000,
+        "stopped reading after 1000 problems in this file",
+    )
