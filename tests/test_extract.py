@@ -215,3 +215,13 @@ def test_shipped_queries_hand_labels() -> None:
     assert not wrong, "\n".join(wrong)
     for key, n in labelled.items():
         assert found[key] / n >= 0.9, f"{key}: {found[key]}/{n}"
+
+
+def test_extracted_values_always_validate() -> None:
+    from pytest_searcheval.engine.x402 import parse_filters
+
+    huge = "9" * 60
+    filters, _ = extract_constraints(f"weather under ${huge} on testnet", ASSETS)
+    assert filters == {"network": PUB.replace("pubnet", "testnet")}
+    for query, _ in POSITIVE:
+        parse_filters(extract_constraints(query, ASSETS)[0], ASSETS)

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from pytest_searcheval import strkey
-from pytest_searcheval.engine.x402 import AssetLike
+from pytest_searcheval.engine.x402 import AssetLike, FilterError, parse_filters
 
 __all__ = ["Extraction", "extract", "extract_constraints"]
 
@@ -533,6 +533,12 @@ class _Extractor:
                 # Two ceilings ("between $1 and $5", "under $5, ideally under $1"): the
                 # looser one is the hard constraint.
                 filters[key] = _decimal_text(max(Decimal(v) for v in vals))
+        for key in list(filters):
+            # Only values the HTTP layer would accept ("under $1e50" is text, not a filter).
+            try:
+                parse_filters({key: filters[key]}, self.assets)
+            except FilterError:
+                del filters[key]
         remaining = _remove(text, [(h.start, h.end) for h in hits])
         return Extraction(filters, remaining, [(h.field, text[h.start : h.end]) for h in hits])
 
