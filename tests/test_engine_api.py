@@ -332,3 +332,78 @@ def test_random_token_when_none_given(engine: FakeEngine) -> None:
         assert service.token and len(service.token) >= 32
         r = httpx.post(service.url + "/admin/reindex", headers=auth(service.token), timeout=10)
         assert r.status_code == 200
+
+
+def test_random_parameter_values_never_give_a_500(client: TestClient) -> None:
+    import random
+
+    rng = random.Random(20261130)
+    alphabet = "aZ09 $%'\";\\-_.:,()[]{}<>=!?\x00\x01\x7f\u00e9\u2014\U0001f600\ufffd\n\t"
+    names = [
+        "q",
+        "profile",
+        "limit",
+        "extract",
+        "type",
+        "network",
+        "scheme",
+        "asset",
+        "recipient",
+        "max_price_usd",
+        "extension",
+    ]
+    for _ in range(300):
+        params = {"q": "weather"}
+        for name in rng.sample(names, rng.randint(1, 4)):
+            params[name] = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        r = client.get("/discovery/search", params=params)
+        assert r.status_code in (200, 400, 503), (params, r.status_code, r.text)
+        body = r.json()
+        assert ("results" in body) if r.status_code == 200 else ("error" in body)
+
+
+def test_extraction_never_raises_on_random_text() -> None:
+    import random
+
+    from pytest_searcheval.engine.extract import extract
+
+    rng = random.Random(7)
+    words = [
+        "under",
+        "$",
+        "5",
+        "cents",
+        "testnet",
+        "mcp",
+        "not",
+        "USDC",
+        "paid",
+        "in",
+        "per",
+        "call",
+        "upto",
+        "exact",
+        "scheme",
+        "max",
+        "0.",
+        ".5",
+        "€",
+        "¢",
+        "1c",
+        "or",
+        "less",
+        G,
+        G[:20],
+        "\x00",
+        "up",
+        "to",
+        "a",
+        "half",
+        "tenth",
+        "of",
+        "dollar",
+    ]
+    for _ in range(500):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
+        found = extract(text, FakeEngine().assets)
+        assert isinstance(found.filters, dict) and isinstance(found.text, str)
