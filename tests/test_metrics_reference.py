@@ -34,7 +34,7 @@ def _reference(judged: dict[str, int], ranking: list[str], measure: str, level: 
     if name == "nDCG":
 
         def dcg(grades: list[int]) -> float:
-            return sum((2 ** max(g, 0) - 1) / math.log2(i + 2) for i, g in enumerate(grades))
+            return sum((2.0 ** max(g, 0) - 1) / math.log2(i + 2) for i, g in enumerate(grades))
 
         ideal_grades = sorted((g for g in judged.values() if g > 0), reverse=True)
         ideal = dcg(ideal_grades[: int(raw_k)] if raw_k else ideal_grades)
