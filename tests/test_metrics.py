@@ -271,3 +271,21 @@ def test_rbo() -> None:
     assert rbo(["a", "c", "b"], ["a", "b"], p) == pytest.approx(expected, abs=1e-12)
     with pytest.raises(ValueError, match="duplicate"):
         rbo(["a", "a"], ["a"])
+
+
+def test_aggregate_checks_rows_and_handles_all_undefined() -> None:
+    per_query = {"q1": {"RR": 1.0, "P@5": math.nan}, "q2": {"RR": 0.0, "P@5": math.nan}}
+    assert aggregate(per_query, ["RR"]) == {"RR": 0.5}
+    assert math.isnan(aggregate(per_query)["P@5"])
+    assert aggregate_counts(per_query) == {"RR": 2, "P@5": 0}
+    with pytest.raises(ValueError, match="query 'q2' has no value for AP"):
+        aggregate({"q1": {"AP": 1.0}, "q2": {}})
+
+
+def test_measure_objects_duplicates_and_empty_measure_list() -> None:
+    res = evaluate(HAND_QRELS, HAND_RUN, [Measure("RR"), "RR", Measure("P", 5)])
+    assert list(res["q"]) == ["RR", "P@5"]
+    with pytest.raises(ValueError, match="at least one"):
+        evaluate(HAND_QRELS, HAND_RUN, [])
+    with pytest.raises(ValueError, match="relevance_level"):
+        evaluate(HAND_QRELS, HAND_RUN, ["RR"], relevance_level=True)
