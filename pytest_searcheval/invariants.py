@@ -616,28 +616,49 @@ def _tighten(
     return new
 
 
-def inversions(before: Sequence[str], after: Sequence[str]) -> list[tuple[str, str]]:
-    """Pairs (a, b) present in both lists with a above b in ``before`` and below it in ``after``."""
+TIE = 1e-9  # scores closer than this are ties: either order is consistent with them
+
+
+def _tied(scores: Mapping[str, float] | None, a: str, b: str) -> bool:
+    if scores is None or a not in scores or b not in scores:
+        return False
+    return abs(scores[a] - scores[b]) <= TIE
+
+
+def inversions(
+    before: Sequence[str],
+    after: Sequence[str],
+    before_scores: Mapping[str, float] | None = None,
+    after_scores: Mapping[str, float] | None = None,
+) -> list[tuple[str, str]]:
+    """Pairs (a, b) present in both lists with a above b in ``before`` and below it in
+    ``after``. With scores, a pair tied (within 1e-9) in either answer is not an inversion:
+    the ranking function declared the two equal, so either order is consistent with it."""
     pos = {d: i for i, d in enumerate(before)}
     common = [d for d in after if d in pos]
     out = []
     for i, a in enumerate(common):
         for b in common[i + 1 :]:
-            if pos[a] > pos[b]:
+            if pos[a] > pos[b] and not (_tied(before_scores, a, b) or _tied(after_scores, a, b)):
                 out.append((b, a))
     return out
 
 
 def check_monotonic_step(
-    wider: Sequence[str], narrower: Sequence[str], limit: int
+    wider: Sequence[str],
+    narrower: Sequence[str],
+    limit: int,
+    wider_scores: Mapping[str, float] | None = None,
+    narrower_scores: Mapping[str, float] | None = None,
 ) -> tuple[list[str], list[tuple[str, str]]]:
     """(added results, inverted pairs) of a step from a wider filter set to a narrower one.
 
     With W the wider answer and N the narrower one, both cut at ``limit``: when W was not full
     (``len(W) < limit``) W holds every listing the wider filters admit, so any ``d`` in N and not
     in W was added. When W was full, a listing absent from W ranked below all of W, so in N it
-    must come after every listing that N shares with W; one that outranks a shared listing was
-    added above it. Inverted pairs: see :func:`inversions`.
+    must come after every listing that N shares with W; one that outranks a shared listing (with
+    a strictly higher score, when scores are given) was added above it. Inverted pairs: see
+    :func:`inversions`.
     """
     in_w = set(wider)
     added = []
@@ -645,9 +666,10 @@ def check_monotonic_step(
     for i, d in enumerate(narrower):
         if d in in_w:
             continue
-        if not full or any(x in in_w for x in narrower[i + 1 :]):
+        below = [x for x in narrower[i + 1 :] if x in in_w]
+        if not full or any(not _tied(narrower_scores, d, x) for x in below):
             added.append(d)
-    return added, inversions(wider, narrower)
+    return added, inversions(wider, narrower, wider_scores, narrower_scores)
 
 
 def check_filter_monotonicity(
@@ -665,16 +687,20 @@ def check_filter_monotonicity(
     base = {k: val for k, val in query.constraints.items() if k in FILTER_KEYS}
     if base:
         chain.append(base)
-    answers = [search(query.text, limit=limit, filters=f, extract=False).ids for f in chain]
+    responses = [search(query.text, limit=limit, filters=f, extract=False) for f in chain]
     for key in ("network", "scheme", "asset", "max_price_usd"):
-        step = _tighten(coll, chain[-1], answers[-1], key)
+        step = _tighten(coll, chain[-1], responses[-1].ids, key)
         if step is None:
             continue
         chain.append(step)
-        answers.append(search(query.text, limit=limit, filters=step, extract=False).ids)
+        responses.append(search(query.text, limit=limit, filters=step, extract=False))
+    answers = [r.ids for r in responses]
+    scores = [{h.id: h.score for h in r.hits} for r in responses]
     steps = []
     for i in range(1, len(chain)):
-        added, inverted = check_monotonic_step(answers[i - 1], answers[i], limit)
+        added, inverted = check_monotonic_step(
+            answers[i - 1], answers[i], limit, scores[i - 1], scores[i]
+        )
         steps.append(
             {
                 "filters": chain[i],
@@ -690,7 +716,11 @@ def check_filter_monotonicity(
                 f"tightening {wider} to {narrower} added {d!r} ({_title(coll, d)}) at rank "
                 f"{_rank(answers[i], d)}: it was not among the {len(answers[i - 1])} results "
                 f"of the wider filters"
-                + (", and it outranks a listing that is" if len(answers[i - 1]) >= limit else "")
+                + (
+                    " (that answer was full, but it now outranks listings that were in it)"
+                    if len(answers[i - 1]) >= limit
+                    else ""
+                )
             )
         if len(inverted) > settings.max_inversions:
             shown = "; ".join(
@@ -936,11 +966,13 @@ def check_duplicate_resistance(
 def check_deletion_isolation(
     target: SearchTarget,
     coll: Collection,
-    doc_id: str,
+    subject: Query,
+    doc_id: str | None,
     probes: Sequence[Query],
     settings: InvariantSettings,
 ) -> InvariantOutcome:
-    """On an isolated clone, delete ``doc_id`` and search the probe queries again at once.
+    """On an isolated clone, delete ``doc_id`` (the known item of ``subject``; ``None``: the
+    clone's rank-1 result for ``subject``) and search the probe queries again at once.
 
     Each probe's answer A0 (before) and A1 (after), cut at ``limit``; E = A0 without the
     deleted listing. Required: the listing is in no A1; if A0 was not full, A1 == E; if it was
@@ -948,12 +980,13 @@ def check_deletion_isolation(
     empty is accepted only when the deleted listing was its rank-1 result (a no-result
     threshold may then rightly withhold the rest).
     """
-    cid = f"deletion-isolation-{doc_id}"
+    cid = f"deletion-isolation-{subject.id}"
+    what = f"its known item {doc_id!r} ({_title(coll, doc_id)})" if doc_id else "its rank-1 result"
     v = _Verdict(
         cid,
         "deletion-isolation",
-        f"delete {doc_id!r} ({_title(coll, doc_id)}); {len(probes)} probe queries "
-        f"(profile {settings.profile})",
+        f"{_qline(subject, settings.profile)}: delete {what}, "
+        f"then search {len(probes)} probe queries",
     )
     limit = settings.limit
     with _clone(target) as clone:
@@ -961,6 +994,12 @@ def check_deletion_isolation(
             return v.skip(NOT_MUTABLE)
         search = _Searcher(clone, settings.profile, cache=False)
         before = {q.id: search(q.text, limit=limit).ids for q in probes}
+        if doc_id is None:
+            top = before.get(subject.id) or search(subject.text, limit=limit).ids
+            if not top:
+                return v.skip(f"{subject.id} returned nothing to delete")
+            doc_id = top[0]
+            v.note(f"deleted listing: {doc_id!r} ({_title(coll, doc_id)})")
         clone.delete(doc_id)
         after = {q.id: search(q.text, limit=limit).ids for q in probes}
     held = sum(1 for q in probes if doc_id in before[q.id])
@@ -1291,21 +1330,31 @@ def cases(collection: Collection, settings: object = None) -> list[InvariantCase
             doc_id,
             s,
         )
-    deleted: list[tuple[str, str]] = []
-    for qid, doc_id in dup_items:
-        if len(deleted) < s.deletion_items and doc_id not in {d for _, d in deleted}:
-            deleted.append((qid, doc_id))
+    # Deletion subjects: queries with a known item first, then answerable exact-name queries,
+    # then any answerable query (their rank-1 result is deleted).
     answerable = [q for q in queries if not _unanswerable(q)]
-    for qid, doc_id in deleted:
-        others = [q for q in answerable if q.id != qid]
-        probes = [coll.queries[qid], *others[: s.deletion_probes - 1]]
+    subjects: list[tuple[Query, str | None]] = []
+    used: set[str] = set()
+    for qid, doc_id in dup_items:
+        if doc_id not in used:
+            used.add(doc_id)
+            subjects.append((coll.queries[qid], doc_id))
+    taken = {q.id for q, _ in subjects}
+    ordered = sorted(
+        answerable, key=lambda q: (q.query_class != "exact-name", q.source is not None)
+    )
+    subjects += [(q, None) for q in ordered if q.id not in taken]
+    for subject, victim in subjects[: s.deletion_items]:
+        others = [q for q in answerable if q.id != subject.id]
+        probes = [subject, *others[: s.deletion_probes - 1]]
         add(
             "deletion-isolation",
-            doc_id,
-            f"delete {doc_id}; {len(probes)} probe queries",
+            subject.id,
+            f"{subject.id}: delete {victim or 'its rank-1 result'}; {len(probes)} probe queries",
             check_deletion_isolation,
             coll,
-            doc_id,
+            subject,
+            victim,
             probes,
             s,
         )

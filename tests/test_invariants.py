@@ -185,10 +185,10 @@ def test_run_raises_assertion_and_skips(coll: Collection, memory: MemoryTarget) 
     by_id = {c.id: c for c in inv.cases(coll, SETTINGS)}
     assert by_id["paraphrase-churn-p01"].run(memory).passed
     with pytest.raises(pytest.skip.Exception, match="not a MutableTarget"):
-        by_id["deletion-isolation-skyline-daily"].run(ReadOnly(memory))
+        by_id["deletion-isolation-q001"].run(ReadOnly(memory))
     broken = BrokenTarget(memory, "ignore-delete")
     with pytest.raises(AssertionError) as info:
-        by_id["deletion-isolation-skyline-daily"].run(broken)
+        by_id["deletion-isolation-q001"].run(broken)
     assert isinstance(info.value, inv.InvariantFailure)
     assert info.value.outcome.status == "failed"
 
@@ -240,7 +240,7 @@ def test_unanswerable_message(coll: Collection, memory: MemoryTarget) -> None:
 
 def test_deletion_message_names_the_listing(coll: Collection, memory: MemoryTarget) -> None:
     by_id = {c.id: c for c in inv.cases(coll, SETTINGS)}
-    o = by_id["deletion-isolation-skyline-daily"].outcome(BrokenTarget(memory, "ignore-delete"))
+    o = by_id["deletion-isolation-q001"].outcome(BrokenTarget(memory, "ignore-delete"))
     assert "deleted 'skyline-daily' still returned at rank 1" in o.message
     # the clone was used: the shared target still holds the listing
     assert "skyline-daily" in memory.documents
@@ -319,6 +319,21 @@ def test_monotonic_step_definitions() -> None:
     ]
 
 
+def test_ties_are_not_inversions_or_additions() -> None:
+    tied = {"a": 1.0, "b": 1.0, "c": 0.5}
+    assert inv.check_monotonic_step(["a", "b", "c"], ["b", "a"], 5, tied, tied) == ([], [])
+    assert inv.check_monotonic_step(["a", "b", "c"], ["b", "a"], 5) == ([], [("a", "b")])
+    # full wider answer: a newcomer tied with the shared listing it outranks is not added
+    assert inv.check_monotonic_step(["a", "b"], ["x", "b"], 2, None, {"x": 1.0, "b": 1.0}) == (
+        [],
+        [],
+    )
+    assert inv.check_monotonic_step(["a", "b"], ["x", "b"], 2, None, {"x": 2.0, "b": 1.0}) == (
+        ["x"],
+        [],
+    )
+
+
 def test_monotonicity_tolerance(coll: Collection, memory: MemoryTarget) -> None:
     broken = BrokenTarget(memory, "reorder-filtered")
     strict = {c.id: c for c in inv.cases(coll, SETTINGS)}["filter-monotonicity-q020"]
@@ -356,3 +371,21 @@ def test_summarize_counts_per_invariant(coll: Collection, memory: MemoryTarget) 
     plain = inv.summarize([{"id": "paraphrase-churn-p01", "passed": False}])
     assert plain["invariants"]["paraphrase-churn"]["failed"] == 1
     assert plain["conformance"] is None
+
+
+def test_deletion_without_judgments_deletes_the_rank_1_result(
+    coll: Collection, memory: MemoryTarget
+) -> None:
+    unjudged = dataclasses.replace(coll, judgments={})
+    cases = {c.id: c for c in inv.cases(unjudged, SETTINGS) if c.invariant == "deletion-isolation"}
+    assert sorted(cases) == [
+        "deletion-isolation-q001",
+        "deletion-isolation-q002",
+        "deletion-isolation-q003",
+    ]
+    assert cases["deletion-isolation-q001"].outcome(memory).passed
+    o = cases["deletion-isolation-q001"].outcome(BrokenTarget(memory, "ignore-delete"))
+    assert "deleted listing: 'skyline-daily'" in o.message
+    assert "deleted 'skyline-daily' still returned at rank 1" in o.message
+    # no known items: no known-item or duplicate cases
+    assert not [c for c in inv.cases(unjudged, SETTINGS) if c.invariant == "duplicate-resistance"]
