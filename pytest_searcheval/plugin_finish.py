@@ -15,7 +15,7 @@ import pytest
 
 from . import __version__
 from .gate import Rule, baseline_text, evaluate, make_baseline, passed, verify_baseline
-from .plugin_items import EvalState
+from .plugin_items import EvalState, fill_measures
 from .report import build, markdown, terminal_lines, to_json, write_atomic
 
 
@@ -42,6 +42,7 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
     if not state.rows and not state.invariants:
         return Outcome(lines=["searcheval: no query test ran; no report written"])
     expected = [q.id for q in state.selected_queries()]
+    fill_measures(state, state.rows)
     report = build(
         cfg=cfg,
         rows=state.rows,

@@ -156,24 +156,19 @@ def score_profile(
     state: EvalState, query: Query, profile: str, response: SearchResponse
 ) -> dict[str, Any]:
     """Measures, oracle checks and expectations of one response, as a JSON-safe dict."""
-    from . import constraints, metrics
+    from . import constraints
 
     coll = state.collection
     cfg = state.cfg
-    judged = coll.judgments.get(query.id, {})
     # A duplicated id would count twice in every measure; keep the first occurrence.
     ids = list(dict.fromkeys(response.ids))[: cfg.limit]
+    # Full measures are computed once per profile for all queries at session end (one batched
+    # metrics.evaluate call); a test computes only what its own verdict needs.
     measures: dict[str, float] = {}
-    if _relevant(judged) > 0:
-        per_query = metrics.evaluate(
-            {query.id: judged},
-            {query.id: ids},
-            cfg.measures,
-            relevance_level=cfg.relevance_level,
-            gain=cfg.gain,
-        )
-        # Undefined values (NaN, e.g. R@20 without a grade >= level document) are left out.
-        measures = {m: float(v) for m, v in per_query.get(query.id, {}).items() if math.isfinite(v)}
+    if profile == cfg.gated_profile:
+        base = baseline_query(state, query.id)
+        if base is not None and cfg.query_measure in base:
+            measures = measure_one(state, query.id, ids, (cfg.query_measure,))
     applied = _applied(response)
     violations: list[str] = []
     breaks = 0
@@ -199,6 +194,51 @@ def score_profile(
         "expectations": check_expectations(query, ids),
         "latency_ms": state.latency_ms.get((query.id, profile)),
     }
+
+
+def measure_one(
+    state: EvalState, qid: str, ids: Sequence[str], measures: Sequence[str]
+) -> dict[str, float]:
+    """Measures of one ranking; undefined values (NaN) and queries without relevant documents
+    are left out, as in the aggregates."""
+    from . import metrics
+
+    judged = state.collection.judgments.get(qid, {})
+    if _relevant(judged) == 0:
+        return {}
+    cfg = state.cfg
+    per_query = metrics.evaluate(
+        {qid: judged},
+        {qid: list(ids)},
+        measures,
+        relevance_level=cfg.relevance_level,
+        gain=cfg.gain,
+    )
+    return {m: float(v) for m, v in per_query.get(qid, {}).items() if math.isfinite(v)}
+
+
+def fill_measures(state: EvalState, rows: Mapping[str, dict[str, Any]]) -> None:
+    """Every configured measure for every row and profile, one ``evaluate`` call per profile."""
+    from . import metrics
+
+    cfg = state.cfg
+    judgments = state.collection.judgments
+    for profile in cfg.profiles:
+        run = {
+            qid: row["profiles"][profile]["ids"]
+            for qid, row in rows.items()
+            if profile in row["profiles"] and _relevant(judgments.get(qid, {})) > 0
+        }
+        if not run:
+            continue
+        qrels = {qid: judgments[qid] for qid in run}
+        per_query = metrics.evaluate(
+            qrels, run, cfg.measures, relevance_level=cfg.relevance_level, gain=cfg.gain
+        )
+        for qid, values in per_query.items():
+            rows[qid]["profiles"][profile]["measures"] = {
+                m: float(v) for m, v in values.items() if math.isfinite(v)
+            }
 
 
 def check_expectations(query: Query, ids: Sequence[str]) -> list[str]:
@@ -231,7 +271,11 @@ def baseline_query(state: EvalState, qid: str) -> dict[str, Any] | None:
 
 
 def evaluate_query(state: EvalState, target: SearchTarget, query: Query) -> dict[str, Any]:
-    """Search every configured profile; return the row with ``failures`` for the gated one."""
+    """Search every configured profile; return the row with ``failures`` for the gated one.
+
+    Each profile's ``measures`` holds only the per-query check's measure here (all measures on
+    failure, for the message); :func:`fill_measures` completes them at session end.
+    """
     cfg = state.cfg
     row: dict[str, Any] = {
         "qid": query.id,
@@ -267,6 +311,9 @@ def evaluate_query(state: EvalState, target: SearchTarget, query: Query) -> dict
                 f"{m} dropped to {now:.4f} from baseline {before:.4f} "
                 f"(per-query tolerance {cfg.query_tolerance:g})"
             )
+    if failures:
+        for data in row["profiles"].values():
+            data["measures"] = measure_one(state, query.id, data["ids"], cfg.measures)
     return row
 
 
