@@ -407,3 +407,15 @@ def test_extraction_never_raises_on_random_text() -> None:
         text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
         found = extract(text, FakeEngine().assets)
         assert isinstance(found.filters, dict) and isinstance(found.text, str)
+
+
+def test_accepted_connections_disable_nagle(engine: FakeEngine) -> None:
+    """asyncio sets TCP_NODELAY only on IPPROTO_TCP sockets; a listening socket made with
+    proto 0 made every keep-alive response wait ~40 ms for the client's delayed ACK."""
+    import socket
+
+    with serve_in_thread(engine) as service:
+        listeners = [s for server in service._server.servers for s in server.sockets]
+        assert listeners and all(s.proto == socket.IPPROTO_TCP for s in listeners)
+        with httpx.Client(base_url=service.url, timeout=10) as c:
+            assert c.get("/healthz").status_code == 200

@@ -113,7 +113,8 @@ def serve(args: argparse.Namespace) -> int:
         token = args.token or os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(32)
     # Bind before indexing: a busy port fails fast, and --port 0 reports the chosen port.
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP so that asyncio sets TCP_NODELAY on accepted sockets (see service.py).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((args.host, args.port))

@@ -75,7 +75,10 @@ def serve_in_thread(
     admin_token = (token or secrets.token_urlsafe(32)) if admin else None
     app = create_app(engine, admin_token=admin_token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY on accepted sockets only when the
+    # protocol is IPPROTO_TCP (proto 0 is skipped), and without it every keep-alive response
+    # waits ~40 ms for the client's delayed ACK (Nagle).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
