@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -110,16 +111,22 @@ def test_start_embedded_in_temp_dir_and_stop_deletes_it(
     assert pgdatas[0] != pgdatas[1]
 
 
-def test_start_embedded_with_data_dir_keeps_a_durable_cluster(tmp_path: Path) -> None:
-    data = tmp_path / "pgdata"
-    with start_embedded(data) as server:
-        assert not server.cluster_from_cache
-        with psycopg.connect(server.dsn) as conn:
-            assert conn.execute("SHOW fsync").fetchone() == ("on",)
-            conn.execute("CREATE TABLE kept AS SELECT 42 AS answer")
-    assert (data / "PG_VERSION").exists()
-    with start_embedded(data) as server, psycopg.connect(server.dsn) as conn:
-        assert conn.execute("SELECT answer FROM kept").fetchone() == (42,)
+def test_start_embedded_with_data_dir_keeps_a_durable_cluster() -> None:
+    # Not under pytest's tmp_path: as root the server runs as the OS user "pgserver", and every
+    # pytest session resets /tmp/pytest-of-root to mode 0700, cutting a running server off.
+    parent = Path(tempfile.mkdtemp(prefix="searcheval-durable-"))
+    data = parent / "pgdata"
+    try:
+        with start_embedded(data) as server:
+            assert not server.cluster_from_cache
+            with psycopg.connect(server.dsn) as conn:
+                assert conn.execute("SHOW fsync").fetchone() == ("on",)
+                conn.execute("CREATE TABLE kept AS SELECT 42 AS answer")
+        assert (data / "PG_VERSION").exists()
+        with start_embedded(data) as server, psycopg.connect(server.dsn) as conn:
+            assert conn.execute("SELECT answer FROM kept").fetchone() == (42,)
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
 
 
 def _unprivileged_command() -> tuple[list[str], dict[str, str]]:

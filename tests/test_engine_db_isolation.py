@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -240,6 +241,26 @@ def test_a_borrower_changing_search_path_does_not_leak_to_the_next(catalog_dsn: 
             assert conn.execute("SELECT count(*) FROM documents").fetchone() == (0,)
 
 
+def test_heartbeat_keeps_the_marker_fresh(catalog_dsn: str) -> None:
+    with IsolatedSchema(catalog_dsn, heartbeat_seconds=0.05) as iso:
+        deadline = time.monotonic() + 10
+        while True:
+            with psycopg.connect(catalog_dsn) as conn:
+                row = conn.execute(
+                    "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace "
+                    "WHERE nspname = %s",
+                    (iso.name,),
+                ).fetchone()
+            assert row is not None
+            marker = json.loads(row[0])
+            if marker["heartbeat_at"] > marker["created_at"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert marker["heartbeat_at"] > marker["created_at"]
+        assert marker["run_id"] == iso.run_id
+    assert _run_schemas(catalog_dsn) == []
+
+
 # --- drop at the end, also after an exception -----------------------------------------------
 
 
@@ -416,6 +437,11 @@ def test_stale_cleanup_drops_only_marked_schemas_of_dead_or_expired_runs(catalog
         "searcheval_expired_elsewhere": (marker(host="elsewhere", created_at=old), True),
         "searcheval_live": (marker(), False),
         "searcheval_live_elsewhere": (marker(host="elsewhere", pid=1), False),
+        # created long ago on another host but still beating: a long-running service
+        "searcheval_beating_elsewhere": (
+            marker(host="elsewhere", pid=1, created_at=old, heartbeat_at=recent),
+            False,
+        ),
         # same hostname, another container's pid namespace: its pid means nothing here
         "searcheval_other_pidns": (marker(pid=_dead_pid(), pidns="pid:[1]"), False),
         "searcheval_not_json": ('{"tool": "pytest-searcheval", oops', False),

@@ -226,7 +226,10 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
     ``tempfile.mkdtemp()`` directory, deleted on :meth:`EmbeddedServer.stop`; it is copied from a
     cached initdb'ed cluster when one exists (see :func:`_template_dir`), and runs without fsync.
     With ``data_dir`` the cluster there is created if absent, reused otherwise, kept on stop and
-    durable. The pgvector extension is created in ``public`` of the ``postgres`` database.
+    durable. As root, every parent of ``data_dir`` must stay traversable by the OS user
+    ``pgserver`` (pgserver adds o+rx to them at start; pytest's ``tmp_path`` root is reset to 0700
+    by each new pytest session, so do not put a root-run cluster there).
+    The pgvector extension is created in ``public`` of the ``postgres`` database.
     """
     get_server = _pgserver_get_server()
 

@@ -5,7 +5,9 @@ Lifecycle of :class:`IsolatedSchema` (a context manager):
 1. stale cleanup: marked schemas left by killed runs are dropped (see :func:`drop_stale_schemas`);
 2. create ``searcheval_<16 hex>`` and mark it with ``COMMENT ON SCHEMA`` holding a JSON marker
    ``{"tool": "pytest-searcheval", "run_id", "pid", "pid_started", "host", "pidns",
-   "created_at", "version"}``; schema creation and marking happen in one transaction;
+   "created_at", "heartbeat_at", "version"}``; a daemon thread refreshes ``heartbeat_at`` every
+   ``heartbeat_seconds`` (default 600) while the schema is open; schema creation and marking
+   happen in one transaction;
 3. run the versioned migrations (engine/migrate.py) into it;
 4. prove ownership before anything is seeded (:meth:`IsolatedSchema.verify_ownership`): the
    schema and every relation in it are owned by ``current_user``; the tables present are exactly
@@ -32,6 +34,7 @@ import json
 import os
 import secrets
 import socket
+import threading
 import time
 import warnings
 from datetime import UTC, datetime
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
 SCHEMA_PREFIX = "searcheval_"
 MARKER_TOOL = "pytest-searcheval"
 DEFAULT_STALE_TTL_SECONDS = 24 * 3600.0
+DEFAULT_HEARTBEAT_SECONDS = 600.0
 
 
 class IsolationError(RuntimeError):
@@ -108,6 +112,7 @@ def _pid_namespace() -> str | None:
 
 def make_marker(run_id: str) -> dict[str, Any]:
     pid = os.getpid()
+    now = datetime.now(UTC).isoformat()
     return {
         "tool": MARKER_TOOL,
         "run_id": run_id,
@@ -115,7 +120,8 @@ def make_marker(run_id: str) -> dict[str, Any]:
         "pid_started": _process_start(pid),
         "host": socket.gethostname(),
         "pidns": _pid_namespace(),
-        "created_at": datetime.now(UTC).isoformat(),
+        "created_at": now,
+        "heartbeat_at": now,
         "version": _tool_version(),
     }
 
@@ -243,6 +249,38 @@ def drop_own_schema(conn: psycopg.Connection[Any], schema: str, run_id: str | No
     return True
 
 
+def _marker_age(marker: Mapping[str, Any], now: datetime) -> float | None:
+    """Seconds since the run last proved it was alive (latest of created_at, heartbeat_at)."""
+    stamps = []
+    for key in ("created_at", "heartbeat_at"):
+        try:
+            stamps.append(datetime.fromisoformat(str(marker.get(key))))
+        except (TypeError, ValueError):
+            continue
+    if not stamps:
+        return None
+    return (now - max(stamps)).total_seconds()
+
+
+def heartbeat(conn: psycopg.Connection[Any], schema: str, run_id: str) -> bool:
+    """Refresh ``heartbeat_at`` in the marker of our own schema; False if it is not ours/gone."""
+    from psycopg import sql
+
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"searcheval:{schema}",))
+        _, comment = _schema_comment(conn, schema)
+        marker = read_marker(comment)
+        if marker is None or marker["run_id"] != run_id:
+            return False
+        marker["heartbeat_at"] = datetime.now(UTC).isoformat()
+        conn.execute(
+            sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
+                sql.Identifier(schema), sql.Literal(json.dumps(marker))
+            )
+        )
+    return True
+
+
 def drop_stale_schemas(
     conn: psycopg.Connection[Any],
     *,
@@ -254,7 +292,10 @@ def drop_stale_schemas(
 
     A schema is stale when it is named ``prefix...``, carries a valid marker, and either its run's
     process is gone from THIS host and pid namespace (pid not running, or reused by a process with
-    another start time) or the marker is older than ``ttl_seconds`` (for runs on other hosts).
+    another start time) or the run's last sign of life (``created_at`` or ``heartbeat_at``,
+    refreshed every ``heartbeat_seconds`` by a live :class:`IsolatedSchema`) is older than
+    ``ttl_seconds`` (for runs on other hosts, e.g. a long-running ``serve`` process elsewhere,
+    which keeps beating).
     Unmarked schemas and schemas of live runs are never touched. A schema that cannot be dropped
     safely is left alone with a warning.
     """
@@ -271,11 +312,7 @@ def drop_stale_schemas(
         marker = read_marker(comment)
         if marker is None:
             continue
-        try:
-            created = datetime.fromisoformat(str(marker.get("created_at")))
-            age = (current - created).total_seconds()
-        except (TypeError, ValueError):
-            age = None
+        age = _marker_age(marker, current)
         same_host = marker.get("host") == host and marker.get("pidns") == pidns
         started = marker.get("pid_started")
         dead = same_host and not _pid_alive(
@@ -309,6 +346,7 @@ class IsolatedSchema:
         pool_max: int = 4,
         clean_stale: bool = True,
         stale_ttl_seconds: float = DEFAULT_STALE_TTL_SECONDS,
+        heartbeat_seconds: float | None = DEFAULT_HEARTBEAT_SECONDS,
     ) -> None:
         if not prefix or not prefix.replace("_", "").isalnum() or not prefix.islower():
             raise ValueError(
@@ -321,6 +359,9 @@ class IsolatedSchema:
         self.pool_max = pool_max
         self.clean_stale = clean_stale
         self.stale_ttl_seconds = stale_ttl_seconds
+        self.heartbeat_seconds = heartbeat_seconds
+        self._beat_stop = threading.Event()
+        self._beat_thread: threading.Thread | None = None
         self.run_id = secrets.token_hex(8)
         self.name = f"{prefix}{self.run_id}"
         self.vector_schema: str | None = None
@@ -369,6 +410,11 @@ class IsolatedSchema:
                 self.verify_ownership(conn)
                 t3 = time.perf_counter()
             self._pool = self._make_pool()
+            if self.heartbeat_seconds is not None:
+                self._beat_thread = threading.Thread(
+                    target=self._beat, name=f"{self.name}-heartbeat", daemon=True
+                )
+                self._beat_thread.start()
             self.timings = {
                 "create_seconds": t1 - t0,
                 "migrate_seconds": t2 - t1,
@@ -384,6 +430,14 @@ class IsolatedSchema:
             raise
         return self
 
+    def _beat(self) -> None:
+        assert self.heartbeat_seconds is not None
+        while not self._beat_stop.wait(self.heartbeat_seconds):
+            # A missed beat (server restarting, pool exhausted) is retried at the next tick;
+            # only a TTL's worth of missed beats lets another host clean the schema up.
+            with contextlib.suppress(Exception), self.pool.connection(timeout=5.0) as conn:
+                heartbeat(conn, self.name, self.run_id)
+
     def _close_at_exit(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
@@ -394,6 +448,9 @@ class IsolatedSchema:
             return
         self._closed = True
         atexit.unregister(self._close_at_exit)
+        self._beat_stop.set()
+        if self._beat_thread is not None:
+            self._beat_thread.join(timeout=10.0)
         if self._pool is not None:
             self._pool.close()
             self._pool = None
