@@ -843,21 +843,22 @@ def record_of(doc: Document) -> dict[str, Any]:
     )
 
 
-def _renamed(record: dict[str, Any], new_id: str) -> dict[str, Any]:
+def _renamed(record: dict[str, Any], new_id: str, host: str) -> dict[str, Any]:
+    """The record under a new id, its resource moved to ``host`` (same path). The host holds no
+    word of the original, so a URL-indexing engine gains no query term from it."""
     record["id"] = new_id
     wire = record.get("x402")
     if isinstance(wire, dict) and isinstance(wire.get("resource"), str):
-        resource = wire["resource"]
-        scheme, sep, rest = resource.partition("://")
-        host, slash, path = rest.partition("/")
-        wire["resource"] = f"{scheme}{sep}{new_id.replace('~', '-')}.{host}{slash}{path}"
+        scheme, sep, rest = wire["resource"].partition("://")
+        _, slash, path = rest.partition("/")
+        wire["resource"] = f"{scheme}{sep}{host}{slash}{path}" if sep else f"https://{host}/"
     return record
 
 
 def stuffed_copy(doc: Document, query_text: str) -> dict[str, Any]:
     """A keyword-stuffed copy: the query repeated in the title and fifteen times in the text,
     before the genuine description; a new resource URL; no settlement history (a new listing)."""
-    rec = _renamed(record_of(doc), f"{doc.id}~stuffed")
+    rec = _renamed(record_of(doc), f"{doc.id}~stuffed", "copy-one.example")
     rec["title"] = f"{query_text} {query_text} {doc.title} {query_text}"
     rec["text"] = " ".join([query_text] * 15) + " " + doc.text
     if isinstance(rec.get("x402"), dict):
@@ -871,7 +872,7 @@ def stuffed_copy(doc: Document, query_text: str) -> dict[str, Any]:
 def near_duplicate(doc: Document) -> dict[str, Any]:
     """A near-duplicate copy: same title and description plus one sentence, a new resource URL,
     no settlement history."""
-    rec = _renamed(record_of(doc), f"{doc.id}~near-duplicate")
+    rec = _renamed(record_of(doc), f"{doc.id}~near-duplicate", "copy-two.example")
     rec["text"] = doc.text + " Mirrored listing of the same service."
     if isinstance(rec.get("x402"), dict):
         rec["x402"]["description"] = rec["text"]
