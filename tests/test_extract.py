@@ -225,3 +225,17 @@ def test_extracted_values_always_validate() -> None:
     assert filters == {"network": PUB.replace("pubnet", "testnet")}
     for query, _ in POSITIVE:
         parse_filters(extract_constraints(query, ASSETS)[0], ASSETS)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("fixed price, not usage-based billing", {"scheme": "exact"}),
+        ("transcription, no upto pricing", {"scheme": "exact"}),
+        ("weather, non-upto", {"scheme": "exact"}),
+        ("weather not paid in USDC, on testnet", {"network": TEST}),
+        ("geocoding without EURC", {}),
+    ],
+)
+def test_negated_cues(query: str, expected: dict[str, str]) -> None:
+    assert extract_constraints(query, ASSETS)[0] == expected

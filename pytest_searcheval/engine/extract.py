@@ -56,6 +56,7 @@ MAX_QUERY_CHARS = 2048
 _TICKERS = frozenset(
     {"USDC", "EURC", "XLM", "USDT", "EURT", "PYUSD", "WETH", "WBTC", "YUSDC", "USDB", "BTC", "ETH"}
 )
+_OTHER_SCHEME = {"exact": "upto", "upto": "exact"}
 _OTHER_CHAINS = (
     r"ethereum|eth|bitcoin|btc|solana|sol|polygon|matic|base|arbitrum|optimism|avalanche|avax|"
     r"bsc|bnb|sepolia|goerli|holesky|tron|cardano|near|sui|aptos|cosmos|polkadot|xrp|ripple|"
@@ -521,6 +522,20 @@ class _Extractor:
     def run(self, query: str) -> Extraction:
         text = query[:MAX_QUERY_CHARS]
         hits = sorted(self.hits(text), key=lambda h: h.start)
+        low = text.lower()
+        for h in hits:
+            if h.field not in ("scheme", "asset") or h.value is None:
+                continue
+            # "not usage-based", "no upto", "without USDC": a scheme flips to the other one;
+            # an excluded asset cannot be expressed as a filter, so it is dropped.
+            neg = re.search(
+                r"(?:\b(?:not|no|never|without|except|excluding|rather\s+than|instead\s+of)"
+                r"(?:\s+(?:an?|the|in|with|via|using|on))?\s+|\bnon-)$",
+                low[: h.start],
+            )
+            if neg is not None:
+                h.start = neg.start()
+                h.value = _OTHER_SCHEME.get(h.value) if h.field == "scheme" else None
         values: dict[str, set[str]] = {}
         for h in hits:
             if h.value is not None:
