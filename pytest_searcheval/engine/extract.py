@@ -33,7 +33,9 @@ cue, and plain uses of the same words are not filters:
 * recipient: a valid Stellar G/M address, or a C address that is not a registered asset.
 * extension: "<name> extension" for a known extension name (``bazaar``).
 
-The value of each field is decided once: two different values for one field cancel (no filter).
+The value of each field is decided once: two different values for one field cancel (no filter),
+except two price ceilings, where the looser one holds. A negated scheme ("not usage-based")
+names the other scheme; a negated asset ("without EURC") is no filter.
 """
 
 from __future__ import annotations
