@@ -344,8 +344,16 @@ def test_hnsw_path_and_recall(pg_server: Any, cache_dir: Path) -> None:
         recall = info["dense"]["hnsw_recall"]
         assert recall["queries"] == 20 and recall["recall"] >= 0.9
         assert _ids(eng.search("daily weather forecast", profile="semantic"))[0] == "weather-0"
-        filtered = eng.search("weather", profile="semantic", limit=5, filters={"type": "mcp"})
+        filtered = eng.search(
+            "historical climate records", profile="semantic", limit=5, filters={"type": "mcp"}
+        )
         assert len(filtered["results"]) == 5
+        # default settings calibrate the no-result rules on the dev split at start
+        assert info["no_result"]["status"] == "calibrated on the dev split"
+        assert set(info["settings"]["no_result"]) == {"lexical", "semantic", "hybrid"}
+        body = eng.search("horoscope for scorpio", profile="hybrid")
+        assert body["no_result"] is True and body["results"] == []
+        assert body["confidence"]["value"] < body["confidence"]["threshold"]
 
 
 def test_warm_run_never_imports_torch(engine: Engine, cache_dir: Path) -> None:
@@ -401,6 +409,7 @@ def test_reranker_loads_from_a_local_path(pg_server: Any, cache_dir: Path, tmp_p
     )
     settings = EngineSettings(cache_dir=str(cache_dir), reranker_path=str(path), rerank_depth=4)
     with Engine.start(col, dsn=pg_server.dsn, settings=settings) as eng:
+        assert eng.describe()["no_result"]["status"] == "not calibrated"
         assert eng.profiles()["hybrid_rerank"] is None
         body = eng.search("weather forecast", profile="hybrid_rerank", limit=6, extract=False)
         hybrid = eng.search("weather forecast", profile="hybrid", limit=6, extract=False)

@@ -41,9 +41,6 @@ if TYPE_CHECKING:
 PROFILES: tuple[str, ...] = ("lexical", "semantic", "hybrid", "hybrid_rerank")
 MAX_LIMIT = 1000
 
-#: Fitted by ``Engine.calibrate`` on the dev split (see docs/engine.md for the run that set them).
-DEFAULT_NO_RESULT: dict[str, NoResultRule] = {}
-
 
 class ProfileUnavailable(RuntimeError):
     """The profile cannot serve (e.g. no cross-encoder configured); the message says why."""
@@ -56,8 +53,12 @@ class EngineSettings:
     bm25: BM25FParams = field(default_factory=BM25FParams)
     dense: DenseParams = field(default_factory=DenseParams)
     fusion: FusionParams = field(default_factory=FusionParams)
-    #: per-profile no-result rules; an absent profile is never cut; ``{}`` disables the cut.
-    no_result: Mapping[str, NoResultRule] = field(default_factory=lambda: dict(DEFAULT_NO_RESULT))
+    #: per-profile no-result rules (an absent profile is never cut; ``{}`` disables the cut).
+    #: ``None``: fit them at start on the collection's dev split (``Engine.calibrate``) when it
+    #: has both no-result and answerable queries, else no cut.
+    no_result: Mapping[str, NoResultRule] | None = None
+    #: answerable dev queries the automatic calibration may suppress, as a share.
+    max_answerable_loss: float = 0.02
     reranker_path: str | None = None
     rerank_depth: int = 30
     model_path: str | None = None
@@ -84,7 +85,10 @@ class EngineSettings:
                 "prior_gamma": self.fusion.prior_gamma,
                 "depth": self.fusion.depth,
             },
-            "no_result": {p: dataclasses.asdict(r) for p, r in sorted(self.no_result.items())},
+            "no_result": None
+            if self.no_result is None
+            else {p: dataclasses.asdict(r) for p, r in sorted(self.no_result.items())},
+            "max_answerable_loss": self.max_answerable_loss,
             "reranker_path": self.reranker_path,
             "rerank_depth": self.rerank_depth,
         }
@@ -212,6 +216,7 @@ class Engine:
         self._recall: dict[str, Any] | None = None
         self._recall_queries: list[str] = []
         self.timings: dict[str, float] = {}
+        self.calibration: dict[str, Any] = {"status": "rules from settings"}
         self._closed = False
         self.versions: dict[str, str | None] = {}
 
@@ -242,6 +247,8 @@ class Engine:
         try:
             engine._recall_queries = [q.text for q in collection.queries.values()]
             engine._seed(list(collection.documents.values()))
+            if settings.no_result is None:
+                engine._auto_calibrate(collection)
         except BaseException:
             engine.close()
             raise
@@ -565,6 +572,7 @@ class Engine:
                 "hnsw_recall": self._recall,
             },
             "reranker": self.reranker.info(),
+            "no_result": self.calibration,
             "profiles": self.profiles(),
             "settings": self.settings.as_dict(),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
@@ -688,7 +696,7 @@ class Engine:
             if use_lex
             else None
         )
-        rule = self.settings.no_result.get(profile)
+        rule = (self.settings.no_result or {}).get(profile)
         confidence = rule.confidence(cos, coverage) if rule is not None else None
         no_result = bool(apply_threshold and rule is not None and rule.suppress(cos, coverage))
         if not ranked:
@@ -761,13 +769,31 @@ class Engine:
                     query.text,
                     profile=p,
                     limit=10,
-                    filters=query.constraints or None,
-                    extract=False,
+                    # what a client sends by default: the text alone, constraints extracted
+                    filters=None,
+                    extract=True,
                     apply_threshold=False,
                 )
                 conf = body["confidence"]
                 out[p].append(threshold.Sample(query.id, conf["cos"], conf["coverage"], not is_nr))
         return {p: s for p, s in out.items() if s}
+
+    def _auto_calibrate(self, collection: Collection) -> None:
+        t0 = time.perf_counter()
+        try:
+            fits = self.calibrate(
+                collection, split="dev", max_answerable_loss=self.settings.max_answerable_loss
+            )
+        except (ValueError, KeyError) as exc:  # no dev split, or a class is missing
+            self.settings = self.settings.with_no_result({})
+            self.calibration = {"status": "not calibrated", "reason": str(exc)}
+            return
+        self.calibration = {
+            "status": "calibrated on the dev split",
+            "collection": collection.hashes,
+            "fits": {p: f.as_dict() for p, f in fits.items()},
+        }
+        self.timings["calibrate_seconds"] = time.perf_counter() - t0
 
     def calibrate(
         self,
@@ -780,6 +806,8 @@ class Engine:
         """Fit no-result rules on ``split`` and install them in this engine's settings."""
         usable = [p for p in profiles if self.profiles()[p] is None]
         samples = self.threshold_samples(collection, split=split, profiles=usable)
+        if not samples:
+            raise ValueError(f"split {split!r} has no no-result or answerable judged queries")
         fits = threshold.calibrate(samples, max_answerable_loss=max_answerable_loss)
         self.settings = self.settings.with_no_result({p: f.rule for p, f in fits.items()})
         return fits
