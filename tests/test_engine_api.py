@@ -86,6 +86,10 @@ class FakeEngine:
                 raise ProfileUnavailable("profile hybrid is unavailable: model failed")
             if q == "raise-bug":
                 raise KeyError("boom")
+            if q == "raise-pool-timeout":
+                from psycopg_pool import PoolTimeout
+
+                raise PoolTimeout("couldn't get a connection after 30.00 sec")
             return {
                 "query": q,
                 "profile": profile,
@@ -219,6 +223,12 @@ def test_engine_bug_is_a_json_500_without_traceback(client: TestClient) -> None:
     r = client.get("/discovery/search", params={"q": "raise-bug"})
     assert r.status_code == 500
     assert r.json() == {"error": "internal error (KeyError)", "field": None}
+
+
+def test_database_outage_is_a_503(client: TestClient) -> None:
+    r = client.get("/discovery/search", params={"q": "raise-pool-timeout"})
+    assert r.status_code == 503
+    assert r.json() == {"error": "database unavailable (PoolTimeout)", "field": None}
 
 
 def test_unknown_route_and_method_are_json(client: TestClient) -> None:

@@ -212,7 +212,11 @@ def create_app(
 
     @app.exception_handler(Exception)
     def _internal(request: Request, exc: Exception) -> JSONResponse:
-        # A bug or a database failure, never the client's fault: log it, say so, leak nothing.
+        # Never the client's fault: log it, say so, leak nothing. A database that is down or a
+        # pool with no free connection in time is a temporary outage (503), anything else a bug.
+        if _is_database_outage(exc):
+            log.warning("database unavailable serving %s: %s", request.url.path, exc)
+            return error(503, None, f"database unavailable ({type(exc).__name__})")
         log.exception("unhandled error serving %s", request.url.path)
         return error(500, None, f"internal error ({type(exc).__name__})")
 
@@ -323,6 +327,13 @@ def create_app(
         return JSONResponse({"status": "reindexed"})
 
     return app
+
+
+def _is_database_outage(exc: BaseException) -> bool:
+    import psycopg
+    import psycopg_pool
+
+    return isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout))
 
 
 def _check_record(record: Mapping[str, Any]) -> None:
