@@ -11,6 +11,10 @@ answers with no result (the no-result threshold) has no lines. Scores are the en
 they strictly decrease down the list; otherwise (ties after rounding) the run uses
 ``score = n - rank + 1`` so that trec_eval, which sorts by score, keeps the engine's order.
 
+``python -m pytest_searcheval.engine extraction --collection PATH [--split S] [--show]`` scores
+query constraint extraction against the queries' hand-labelled constraints, per field (found,
+missed, wrong value, spurious), without starting a database.
+
 Exit status: 0 on success, 2 on a usage or input error (bad collection, bad DSN), 1 otherwise.
 """
 
@@ -77,7 +81,36 @@ def _parser() -> argparse.ArgumentParser:
         "--no-extract", action="store_true", help="do not extract filters from the query text"
     )
     run.add_argument("--tag", default=None, help="run tag (default: the profile name)")
+    ext = sub.add_parser(
+        "extraction",
+        help="score query constraint extraction against the labelled constraints (no database)",
+    )
+    ext.add_argument("--collection", required=True, help="collection directory")
+    ext.add_argument("--split", default="all", help="dev, test or all (default: all)")
+    ext.add_argument("--show", action="store_true", help="print every disagreement")
     return parser
+
+
+def extraction(args: argparse.Namespace) -> int:
+    from pytest_searcheval.engine.extract import score_extraction
+
+    collection = _load(args.collection)
+    try:
+        queries = collection.queries_in(args.split)
+    except KeyError as exc:
+        _say(f"error: --split: {exc.args[0]}")
+        return 2
+    scores, lines = score_extraction(
+        ((q.id, q.text, q.constraints) for q in queries), collection.assets
+    )
+    print(f"{len(queries)} queries ({args.split})")
+    print(f"{'field':<14}{'labelled':>9}{'found':>7}{'missed':>8}{'wrong':>7}{'spurious':>10}")
+    for key, sc in scores.items():
+        print(f"{key:<14}{sc.labelled:>9}{sc.found:>7}{sc.missed:>8}{sc.wrong:>7}{sc.spurious:>10}")
+    if args.show:
+        for line in lines:
+            print(line)
+    return 0
 
 
 def _load(path: str) -> Collection:
@@ -209,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return serve(args)
+        if args.command == "extraction":
+            return extraction(args)
         return run(args)
     except CollectionError as exc:
         _say(f"error: {exc}")

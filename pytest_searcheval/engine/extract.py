@@ -41,14 +41,21 @@ names the other scheme; a negated asset ("without EURC") is no filter.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from pytest_searcheval import strkey
 from pytest_searcheval.engine.x402 import AssetLike, FilterError, parse_filters
 
-__all__ = ["Extraction", "extract", "extract_constraints"]
+__all__ = [
+    "SCORED_FIELDS",
+    "Extraction",
+    "FieldScore",
+    "extract",
+    "extract_constraints",
+    "score_extraction",
+]
 
 TESTNET, PUBNET = "stellar:testnet", "stellar:pubnet"
 KNOWN_EXTENSIONS = ("bazaar",)
@@ -604,3 +611,67 @@ def extract_constraints(query: str, assets: Iterable[AssetLike]) -> tuple[dict[s
     """``(filters, remaining query text)``; filters use the vocabulary of ``FILTER_KEYS``."""
     found = extract(query, assets)
     return found.filters, found.text
+
+
+#: Fields that extraction is scored on (recipient and extension have no labels in practice).
+SCORED_FIELDS = ("network", "type", "asset", "max_price_usd", "scheme")
+
+
+@dataclass
+class FieldScore:
+    """Per field: ``labelled`` values, ``found`` (extracted and equal), ``missed`` (labelled, not
+    extracted), ``wrong`` (labelled, another value extracted), ``spurious`` (extracted, none
+    labelled)."""
+
+    labelled: int = 0
+    found: int = 0
+    missed: int = 0
+    wrong: int = 0
+    spurious: int = 0
+
+
+def _same(key: str, a: str, b: str) -> bool:
+    if key == "max_price_usd":
+        try:
+            return Decimal(a) == Decimal(b)
+        except InvalidOperation:
+            return False
+    return a == b
+
+
+def score_extraction(
+    queries: Iterable[tuple[str, str, Mapping[str, object]]],
+    assets: Iterable[AssetLike],
+    fields: Iterable[str] = SCORED_FIELDS,
+) -> tuple[dict[str, FieldScore], list[str]]:
+    """Score extraction against hand-labelled constraints.
+
+    ``queries`` yields ``(query id, text, labelled constraints)``. Returns per-field counts and
+    one line per disagreement (``id: field extracted=... labelled=... | text``). Prices compare
+    as decimals ("0.10" == "0.1").
+    """
+    registry = list(assets)
+    keys = list(fields)
+    scores = {k: FieldScore() for k in keys}
+    lines: list[str] = []
+    for qid, text, labels in queries:
+        got = extract(text, registry).filters
+        for key in keys:
+            want = None if labels.get(key) is None else str(labels[key])
+            have = got.get(key)
+            score = scores[key]
+            if want is not None:
+                score.labelled += 1
+                if have is None:
+                    score.missed += 1
+                elif _same(key, have, want):
+                    score.found += 1
+                    continue
+                else:
+                    score.wrong += 1
+            elif have is not None:
+                score.spurious += 1
+            else:
+                continue
+            lines.append(f"{qid}: {key} extracted={have!r} labelled={want!r} | {text}")
+    return scores, lines
