@@ -1017,7 +1017,14 @@ def check_deletion_isolation(
             ok = True
         if not ok:
             changed += 1
-            v.fail(f"{q.id} {q.text!r}: ranking changed beyond the removal of {doc_id!r}")
+            at = next(
+                (i for i, (x, y) in enumerate(zip(expected, a1, strict=False)) if x != y),
+                min(len(expected), len(a1)),
+            )
+            v.fail(
+                f"{q.id} {q.text!r}: ranking changed beyond the removal of {doc_id!r}, from "
+                f"rank {at + 1}: expected {expected[at : at + 4]}, got {a1[at : at + 4]}"
+            )
             v.note(f"{q.id} before: {_show_ids(a0)}")
             v.note(f"{q.id} after:  {_show_ids(a1)}")
     v.details.update(doc=doc_id, probes=len(probes), probes_holding_it=held, changed=changed)

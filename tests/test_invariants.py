@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -389,3 +390,31 @@ def test_deletion_without_judgments_deletes_the_rank_1_result(
     assert "deleted 'skyline-daily' still returned at rank 1" in o.message
     # no known items: no known-item or duplicate cases
     assert not [c for c in inv.cases(unjudged, SETTINGS) if c.invariant == "duplicate-resistance"]
+
+
+def test_deletion_message_shows_the_first_difference(coll: Collection) -> None:
+    class Shuffles(MemoryTarget):
+        """Deleting anything reverses every later answer (a stale statistic gone wrong)."""
+
+        deleted = False
+
+        def delete(self, doc_id: str) -> None:
+            super().delete(doc_id)
+            self.deleted = True
+
+        def search(self, query: str, **kw: Any) -> SearchResponse:
+            r = super().search(query, **kw)
+            if not self.deleted:
+                return r
+            hits = tuple(reversed(r.hits))
+            return SearchResponse(hits=hits, applied_filters=r.applied_filters)
+
+        @contextmanager
+        def isolated(self) -> Iterator[MutableTarget]:
+            yield Shuffles(dict(self.documents), self.assets)
+
+    target = Shuffles(coll.documents, coll.assets)
+    case = {c.id: c for c in inv.cases(coll, SETTINGS)}["deletion-isolation-q001"]
+    o = case.outcome(target)
+    assert "q010 'weather forecast for my city': ranking changed beyond the removal" in o.message
+    assert "from rank 1: expected ['stratus-hourly'," in o.message
