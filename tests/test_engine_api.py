@@ -429,3 +429,12 @@ def test_accepted_connections_disable_nagle(engine: FakeEngine) -> None:
         assert listeners and all(s.proto == socket.IPPROTO_TCP for s in listeners)
         with httpx.Client(base_url=service.url, timeout=10) as c:
             assert c.get("/healthz").status_code == 200
+
+
+def test_query_cap_is_configurable(engine: FakeEngine) -> None:
+    with TestClient(create_app(engine, admin_token=None, max_query_chars=20)) as c:
+        assert c.get("/discovery/search", params={"q": "x" * 20}).status_code == 200
+        r = c.get("/discovery/search", params={"q": "x" * 21})
+        assert r.status_code == 400 and "longer than 20" in r.json()["error"]
+    with TestClient(create_app(engine, admin_token=None, max_query_chars=2000)) as c:
+        assert c.get("/discovery/search", params={"q": "x" * 1500}).status_code == 200

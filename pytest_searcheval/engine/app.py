@@ -136,11 +136,11 @@ def _flag(raw: str | None, name: str, default: bool) -> bool:
     raise ClientError(400, name, f"expected true or false, got {raw[:20]!r}")
 
 
-def _query(raw: str | None) -> str:
+def _query(raw: str | None, cap: int) -> str:
     if raw is None:
         raise ClientError(400, "q", "missing: the query text is required")
-    if len(raw) > MAX_QUERY_CHARS:
-        raise ClientError(400, "q", f"longer than {MAX_QUERY_CHARS} characters ({len(raw)} given)")
+    if len(raw) > cap:
+        raise ClientError(400, "q", f"longer than {cap} characters ({len(raw)} given)")
     if not raw.strip():
         raise ClientError(400, "q", "empty: the query text is required")
     if "\ufffd" in raw:
@@ -223,9 +223,7 @@ def create_app(
     @app.get("/discovery/search")
     def search(request: Request) -> JSONResponse:
         params = _single(request.query_params.multi_items())
-        q = _query(params.get("q"))
-        if len(q) > query_cap:
-            raise ClientError(400, "q", f"longer than {query_cap} characters ({len(q)} given)")
+        q = _query(params.get("q"), query_cap)
         profile = _profile(params.get("profile"), engine.profiles())
         limit = _limit(params.get("limit"))
         extract = _flag(params.get("extract"), "extract", True)
