@@ -418,3 +418,33 @@ def test_deletion_message_shows_the_first_difference(coll: Collection) -> None:
     o = case.outcome(target)
     assert "q010 'weather forecast for my city': ranking changed beyond the removal" in o.message
     assert "from rank 1: expected ['stratus-hourly'," in o.message
+
+
+def test_generic_collection_gets_only_generic_invariants(coll: Collection) -> None:
+    generic_docs = {d.id: dataclasses.replace(d, x402=None) for d in coll.documents.values()}
+    generic = dataclasses.replace(coll, documents=generic_docs, root=None)
+    families = {c.invariant for c in inv.cases(generic, SETTINGS)}
+    assert families == {
+        "known-item-stability",
+        "paraphrase-churn",
+        "threshold-compliance",
+        "duplicate-resistance",
+        "deletion-isolation",
+    }
+    target = MemoryTarget(generic_docs, [], extract=False)
+    failed = {
+        c.id: c.outcome(target).message
+        for c in inv.cases(generic, SETTINGS)
+        if c.outcome(target).status == "failed"
+    }
+    assert failed == {}
+
+
+def test_missing_conformance_set_is_one_skipped_case(
+    coll: Collection, memory: MemoryTarget
+) -> None:
+    elsewhere = dataclasses.replace(coll, root="/nonexistent")
+    conf = [c for c in inv.cases(elsewhere, SETTINGS) if c.invariant == "filter-conformance"]
+    assert [c.id for c in conf] == ["filter-conformance-set"]
+    o = conf[0].outcome(memory)
+    assert o.status == "skipped" and "no conformance set at /nonexistent/conformance" in o.message
