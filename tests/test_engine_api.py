@@ -438,3 +438,13 @@ def test_query_cap_is_configurable(engine: FakeEngine) -> None:
         assert r.status_code == 400 and "longer than 20" in r.json()["error"]
     with TestClient(create_app(engine, admin_token=None, max_query_chars=2000)) as c:
         assert c.get("/discovery/search", params={"q": "x" * 1500}).status_code == 200
+
+
+def test_chunked_body_over_the_limit_is_413(client: TestClient, engine: FakeEngine) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(20):
+            yield b"x" * 100_000
+
+    r = client.put("/admin/resources/big", content=chunks(), headers=auth())
+    assert r.status_code == 413 and r.json()["field"] == "body"
+    assert "big" not in engine.docs

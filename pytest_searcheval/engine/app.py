@@ -281,9 +281,15 @@ def create_app(
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
             raise ClientError(413, "body", f"larger than {MAX_BODY_BYTES} bytes")
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            raise ClientError(413, "body", f"larger than {MAX_BODY_BYTES} bytes")
+        # Read in chunks so that a body without a Content-Length cannot fill the memory.
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise ClientError(413, "body", f"larger than {MAX_BODY_BYTES} bytes")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
         try:
             return json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
