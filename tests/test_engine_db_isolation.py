@@ -40,7 +40,8 @@ from pytest_searcheval.engine.isolation import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-INTRUDER = "searcheval_test_intruder"
+# roles are cluster-wide: unique per process, so xdist workers sharing one server never collide
+INTRUDER = f"searcheval_test_intruder_{uuid.uuid4().hex[:8]}"
 
 
 def _janitor(dsn: str, dbname: str, **kwargs: Any) -> DatabaseJanitor:
