@@ -168,3 +168,18 @@ def test_threshold_needs_both_classes_and_round_trips() -> None:
     with pytest.raises(ValueError, match=r"x\.json"):
         threshold.rules_from_json("{}", source="x.json")
     assert rules["hybrid"].suppress(0.2, 0.3) and not rules["hybrid"].suppress(0.4, 0.3)
+
+
+def test_threshold_loss_is_measured_in_answerable_recall() -> None:
+    """An answerable query whose results hold nothing relevant (value 0) costs no recall."""
+    samples = [
+        Sample("good", 0.7, 0.8, True, 1.0),
+        Sample("fails-anyway", 0.2, 0.1, True, 0.0),
+        Sample("n1", 0.25, 0.1, False),
+        Sample("n2", 0.3, 0.2, False),
+    ]
+    fit = threshold.fit_profile("semantic", samples, max_answerable_loss=0.0)
+    assert fit.no_result_accuracy == 1.0 and fit.recall_kept == 1.0
+    assert fit.suppressed_answerable == ["fails-anyway"] and fit.answerable_kept == 0.5
+    assert threshold.recall_at(["a", "b", "c"], ["c", "z"], k=2) == 0.0
+    assert threshold.recall_at(["a", "b", "c"], ["c", "z"], k=3) == 0.5

@@ -775,7 +775,13 @@ class Engine:
                     apply_threshold=False,
                 )
                 conf = body["confidence"]
-                out[p].append(threshold.Sample(query.id, conf["cos"], conf["coverage"], not is_nr))
+                relevant = [
+                    d for d, g in collection.judgments.get(query.id, {}).items() if g >= level
+                ]
+                value = threshold.recall_at([r["id"] for r in body["results"]], relevant, 10)
+                out[p].append(
+                    threshold.Sample(query.id, conf["cos"], conf["coverage"], not is_nr, value)
+                )
         return {p: s for p, s in out.items() if s}
 
     def _auto_calibrate(self, collection: Collection) -> None:
