@@ -374,22 +374,38 @@ def test_refuses_to_write_schemas_it_did_not_create(catalog_dsn: str) -> None:
         assert other.name in _run_schemas(catalog_dsn)
 
 
-def test_drop_refuses_cascade_into_foreign_objects(catalog_dsn: str) -> None:
+FOREIGN_DEPENDENTS = {
+    "view": (
+        "CREATE VIEW shop.peek AS SELECT id FROM {s}.documents",
+        r"view shop\.peek",
+        "DROP VIEW shop.peek",
+    ),
+    "foreign key": (
+        "CREATE TABLE shop.refs (doc text REFERENCES {s}.documents)",
+        r"constraint refs_doc_fkey on table shop\.refs",
+        "DROP TABLE shop.refs",
+    ),
+    "publication": (
+        "CREATE PUBLICATION pub_docs FOR TABLE {s}.documents",
+        r"publication of table .*documents in publication pub_docs",
+        "DROP PUBLICATION pub_docs",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FOREIGN_DEPENDENTS))
+def test_drop_refuses_cascade_into_foreign_objects(catalog_dsn: str, kind: str) -> None:
     before = _snapshot(catalog_dsn)
+    create, expected, remove = FOREIGN_DEPENDENTS[kind]
     iso = IsolatedSchema(catalog_dsn).open()
     _seed(iso, 3)
     with psycopg.connect(catalog_dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("CREATE VIEW shop.peek AS SELECT id FROM {}.documents").format(
-                sql.Identifier(iso.name)
-            )
-        )
-    with pytest.raises(IsolationError, match=r"view shop\.peek"):
+        conn.execute(create.format(s=sql.Identifier(iso.name).as_string(conn)).encode())
+    with pytest.raises(IsolationError, match=expected):
         iso.close()
     assert _run_schemas(catalog_dsn) == [iso.name]  # left in place, not cascaded
     with psycopg.connect(catalog_dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT count(*) FROM shop.peek").fetchone() == (3,)
-        conn.execute("DROP VIEW shop.peek")
+        conn.execute(remove)
         assert drop_own_schema(conn, iso.name, iso.run_id)
     assert _snapshot(catalog_dsn) == before
 

@@ -168,7 +168,9 @@ def external_dependents(conn: psycopg.Connection[Any], schema: str) -> list[str]
     """Objects OUTSIDE ``schema`` depending on objects inside it (DROP ... CASCADE would drop them).
 
     Covers views/rules, constraints (foreign keys from other schemas), triggers, column defaults,
-    functions, types and relations (e.g. indexes) that refer to our relations or types.
+    functions, types, extended statistics, row security policies and relations (e.g. indexes)
+    that refer to our relations, types or functions. A dependent object of any other kind
+    (e.g. a publication listing our table) counts as outside: when unsure, we refuse to cascade.
     """
     rows = conn.execute(
         """
@@ -206,6 +208,11 @@ def external_dependents(conn: psycopg.Connection[Any], schema: str) -> list[str]
                        (SELECT pronamespace FROM pg_proc WHERE oid = d.objid)
                      WHEN 'pg_type'::regclass THEN
                        (SELECT typnamespace FROM pg_type WHERE oid = d.objid)
+                     WHEN 'pg_statistic_ext'::regclass THEN
+                       (SELECT stxnamespace FROM pg_statistic_ext WHERE oid = d.objid)
+                     WHEN 'pg_policy'::regclass THEN
+                       (SELECT c.relnamespace FROM pg_policy p
+                          JOIN pg_class c ON c.oid = p.polrelid WHERE p.oid = d.objid)
                      ELSE NULL
                    END AS nsp
               FROM deps d
