@@ -320,6 +320,11 @@ def test_no_result_query_with_relevant_judgments_is_a_problem(tmp_path: Path) ->
     assert [fld for _, _, fld, _ in p] == ["q4.expect.no_result"]
 
 
+def test_no_result_query_may_have_tangential_judgments(tmp_path: Path) -> None:
+    collection = load(write(tmp_path, judgments=JUDGMENTS.replace("q4\td1\t0", "q4\td1\t1")))
+    assert collection.judgments["q4"]["d1"] == 1
+
+
 def test_manifest_and_asset_registry_are_validated(tmp_path: Path) -> None:
     bad = (
         MANIFEST.replace("decimals: 7, usd", "decimals: -1, usd")
