@@ -216,11 +216,13 @@ class Embedder:
             todo = [k for k in dict.fromkeys(keys) if k not in result]
             self.stats.cache_hits += len(keys) - len(todo)
             self.stats.cache_misses += len(todo)
-            if todo:
-                text_of = dict(zip(keys, texts, strict=True))
-                encoded = self._encode([text_of[k] for k in todo])
+            text_of = dict(zip(keys, texts, strict=True))
+            # Commit every chunk, so an interrupted bulk run keeps what it already encoded.
+            for start in range(0, len(todo), 2048):
+                chunk = todo[start : start + 2048]
+                encoded = self._encode([text_of[k] for k in chunk])
                 rows_out = []
-                for key, vec in zip(todo, encoded, strict=True):
+                for key, vec in zip(chunk, encoded, strict=True):
                     result[key] = vec
                     if vec is None:
                         self.stats.failures += 1
