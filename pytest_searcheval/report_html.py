@@ -1,4 +1,4 @@
-"""A self-contained HTML report: tables plus plots embedded as inline SVG (matplotlib, Agg).
+"""A self-contained HTML report: tables plus plots embedded as base64 PNG (matplotlib, Agg).
 
 Plots: per-class bars with 95% interval whiskers (one bar per available profile), per-query
 change of the gated measure against the baseline, and the distribution of per-request latency.
@@ -28,12 +28,14 @@ def _e(value: Any) -> str:
     return _html.escape(str(value))
 
 
-def _svg(fig: Any) -> str:
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
-    text = buffer.getvalue()
-    start = text.find("<svg")
-    return text[start:] if start >= 0 else text
+def _png(fig: Any) -> str:
+    """An ``<img>`` with the figure as a base64 PNG; PNG stays small with thousands of bars."""
+    import base64
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f"<img alt='plot' src='data:image/png;base64,{data}'>"
 
 
 def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -42,9 +44,6 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # Stable SVG ids and no timestamps, so identical reports render identically.
-    plt.rcParams["svg.hashsalt"] = "searcheval"
-    plt.rcParams["svg.fonttype"] = "none"
     out: list[tuple[str, str]] = []
 
     classes = report["classes"]
@@ -69,7 +68,7 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         ax.set_ylabel(f"{CLASS_MEASURE} (95% CI)")
         ax.set_ylim(0, 1.05)
         ax.legend(fontsize=8)
-        out.append((f"{CLASS_MEASURE} per query class", _svg(fig)))
+        out.append((f"{CLASS_MEASURE} per query class", _png(fig)))
         plt.close(fig)
 
     gated = report["run"]["gated_profile"]
@@ -88,7 +87,7 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         ax.axhline(-report["run"]["query_tolerance"], color="#888", linestyle="--", linewidth=1)
         ax.set_xlabel("queries, sorted by change")
         ax.set_ylabel(f"{measure} change vs baseline")
-        out.append((f"Per-query change of {measure} ({gated}) against the baseline", _svg(fig)))
+        out.append((f"Per-query change of {measure} ({gated}) against the baseline", _png(fig)))
         plt.close(fig)
 
     series = []
@@ -106,12 +105,12 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         series.append((f"{name} (latency test)", list(test.get("samples_ms", []))))
     if series:
         fig, ax = plt.subplots(figsize=(8, 3.2))
-        ax.boxplot([s for _, s in series], orientation="horizontal", whis=(1, 99), showfliers=True)
+        ax.boxplot([s for _, s in series], orientation="horizontal", whis=(1, 99), showfliers=False)
         ax.set_yticks(range(1, len(series) + 1))
         ax.set_yticklabels([n for n, _ in series])
         ax.set_xscale("log")
-        ax.set_xlabel("latency per request (ms, log scale; whiskers p1-p99)")
-        out.append(("Latency distribution", _svg(fig)))
+        ax.set_xlabel("latency per request (ms, log scale; whiskers p1-p99, outliers not drawn)")
+        out.append(("Latency distribution", _png(fig)))
         plt.close(fig)
     return out
 
@@ -174,8 +173,8 @@ def html(report: Mapping[str, Any]) -> str:
     except ImportError as exc:
         plots = []
         parts.append(f"<p>Plots unavailable: {_e(exc)}</p>")
-    for title, svg in plots:
-        parts.append(f"<h2>{_e(title)}</h2>{svg}")
+    for title, img in plots:
+        parts.append(f"<h2>{_e(title)}</h2>{img}")
     failing = [(q, d) for q, d in report["queries"].items() if d["failures"]]
     parts.append(f"<h2>Failing queries ({len(failing)})</h2>")
     for qid, d in failing:

@@ -1,0 +1,174 @@
+"""Plugin overhead and warm end-to-end time of ``pytest --search-eval``.
+
+    python benchmarks/bench_plugin.py [--queries 2000] [--shipped]
+
+1. In-process: time of ``evaluate_query`` (search the cache-free instant target on every
+   profile, score with metrics.evaluate, run the oracle, check expectations) per query.
+2. Whole pytest runs in subprocesses on a generated collection of N queries with an instant
+   target: ``pytest --search-eval`` versus a plain module of N parametrized no-op tests; the
+   difference divided by N is the plugin's per-query-test overhead (collection, scoring, rows,
+   report, gate included).
+3. ``--shipped``: a warm ``pytest --search-eval`` of the collection at the repository root with
+   the reference engine (run once first to fill the embedding cache), wall time.
+
+Prints measured numbers only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILES = ("lexical", "semantic", "hybrid", "hybrid_rerank")
+
+CONFTEST = """
+import pytest
+from pytest_searcheval.targets import CallableTarget, Hit, SearchResponse
+
+IDS = [f"d{i}" for i in range(20)]
+RESPONSE = SearchResponse(hits=tuple(Hit(d, float(20 - i)) for i, d in enumerate(IDS)))
+
+def instant(query, **kwargs):
+    return RESPONSE
+
+@pytest.fixture(scope="session")
+def searcheval_target():
+    return CallableTarget(instant)
+"""
+
+
+def make_collection(root: Path, n_queries: int, n_docs: int = 200) -> None:
+    (root / "corpus").mkdir(parents=True)
+    (root / "qrels").mkdir()
+    (root / "collection.yaml").write_text(
+        "name: bench\nversion: 1\ngrades: [0, 1, 2, 3]\nsplits: [dev, test]\n"
+        "classes: [paraphrase, no-result]\n"
+    )
+    with open(root / "corpus" / "docs.jsonl", "w") as f:
+        for i in range(n_docs):
+            f.write(json.dumps({"id": f"d{i}", "title": f"doc {i}", "text": f"text {i}"}) + "\n")
+    with open(root / "qrels" / "queries.yaml", "w") as f:
+        for i in range(n_queries):
+            f.write(f"- id: q{i:05d}\n  text: query {i}\n  class: paraphrase\n  split: test\n")
+    with open(root / "qrels" / "judgments.tsv", "w") as f:
+        f.write("query_id\tdoc_id\tgrade\n")
+        for i in range(n_queries):
+            for j in range(5):
+                f.write(f"q{i:05d}\td{(i + j * 7) % 40}\t{3 - j % 4}\n")
+
+
+def in_process(root: Path, repeats: int) -> float:
+    sys.path.insert(0, str(root))
+    from pytest_searcheval.config import SearchEvalConfig
+    from pytest_searcheval.plugin_items import EvalState, evaluate_query
+    from pytest_searcheval.targets import CallableTarget, Hit, SearchResponse
+
+    response = SearchResponse(hits=tuple(Hit(f"d{i}", float(20 - i)) for i in range(20)))
+    target = CallableTarget(lambda q, **kw: response)
+    state = EvalState(cfg=SearchEvalConfig(enabled=True, collection=root))
+    queries = state.selected_queries()
+    per_query = []
+    for _ in range(repeats):
+        state.cache.clear()
+        start = time.perf_counter()
+        for q in queries:
+            evaluate_query(state, target, q)
+        per_query.append((time.perf_counter() - start) / len(queries))
+    return min(per_query)
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, cpu: bool = True) -> float:
+    """CPU seconds (user + system) of the child, or wall seconds with ``cpu=False``.
+
+    CPU time is the default because the machine may be shared: wall time then measures the
+    other processes as much as pytest."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if cpu:
+        elapsed = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if proc.returncode not in (0, 1):
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-3000:]}")
+    return elapsed
+
+
+def timed_runs(n: int, repeats: int) -> tuple[float, float, float]:
+    """(in-process seconds per query, plain pytest s, pytest --search-eval s) for n queries."""
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        make_collection(root, n)
+        (root / "conftest.py").write_text(CONFTEST)
+        (root / "pytest.ini").write_text(
+            '[pytest]\naddopts = -p no:cacheprovider -p no:xdist -m "not searcheval_invariant"\n'
+        )
+        plain = root / "plain"
+        plain.mkdir()
+        (plain / "test_plain.py").write_text(
+            f"import pytest\n@pytest.mark.parametrize('i', range({n}))\ndef test_x(i):\n    pass\n"
+        )
+        per = in_process(root, repeats)
+        base = min(run([py, "-m", "pytest", "-q", "plain"], root) for _ in range(repeats))
+        evals = min(run([py, "-m", "pytest", "-q", "--search-eval"], root) for _ in range(repeats))
+    return per, base, evals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shipped", action="store_true")
+    args = parser.parse_args()
+    py = sys.executable
+    small_n, large_n = max(1, args.queries // 4), args.queries
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    per, b1, e1 = timed_runs(small_n, args.repeats)
+    _, b2, e2 = timed_runs(large_n, args.repeats)
+    print(
+        f"evaluate_query in process ({len(PROFILES)} profiles, 20 results, oracle, "
+        f"expectations, row): {per * 1e6:.0f} us per query"
+    )
+    for n, b, e in ((small_n, b1, e1), (large_n, b2, e2)):
+        print(
+            f"{n:>6} queries: plain parametrized no-op tests {b:.2f} s, "
+            f"pytest --search-eval (instant target) {e:.2f} s  (CPU time, min of {args.repeats})"
+        )
+    plain_slope = (b2 - b1) / (large_n - small_n)
+    eval_slope = (e2 - e1) / (large_n - small_n)
+    print(
+        f"marginal cost per test: plain {plain_slope * 1e3:.3f} ms, query test "
+        f"{eval_slope * 1e3:.3f} ms -> plugin overhead {(eval_slope - plain_slope) * 1e3:.3f} ms "
+        "per query test"
+    )
+    fixed = (e1 - b1) - (eval_slope - plain_slope) * small_n
+    print(f"fixed cost of the evaluation (collection load, report, plots, gate): {fixed:.2f} s")
+    if args.shipped:
+        env = dict(os.environ)
+        report_dir = str(Path(tempfile.gettempdir()) / "searcheval-bench-report")
+        cmd = [
+            py, "-m", "pytest", "--search-eval", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+            "-m", "searcheval_query", "--search-eval-report-dir", report_dir,
+        ]  # fmt: skip
+        first = run(cmd, ROOT, env, cpu=False)
+        warm = [run(cmd, ROOT, env, cpu=False) for _ in range(args.repeats)]
+        print(f"load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(f"shipped collection, first run (fills the embedding cache): {first:.1f} s")
+        print(
+            f"shipped collection, warm run: {min(warm):.1f} s (min of {args.repeats}), "
+            f"median {statistics.median(warm):.1f} s"
+        )
+
+
+if __name__ == "__main__":
+    main()
