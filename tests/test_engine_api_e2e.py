@@ -258,6 +258,38 @@ def test_cli_run_writes_a_trec_run(
     assert measures and all(0.0 <= m["ndcg_cut_10"] <= 1.0 for m in measures.values())
 
 
+def test_cli_run_refuses_an_unavailable_profile(
+    pg_server: Any,
+    collection_dir: Path,
+    cache_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    engine: Engine,
+) -> None:
+    from pytest_searcheval.engine.__main__ import main
+
+    if engine.profiles()["hybrid_rerank"] is None:
+        pytest.skip("a cross-encoder is configured in this environment")
+    out = tmp_path / "rerank.run"
+    code = main(
+        [
+            "run",
+            "--collection",
+            str(collection_dir),
+            "--profile",
+            "hybrid_rerank",
+            "--out",
+            str(out),
+            "--dsn",
+            pg_server.dsn,
+            "--cache-dir",
+            str(cache_dir),
+        ]
+    )
+    assert code == 1 and not out.exists()
+    assert "hybrid_rerank is unavailable" in capsys.readouterr().err
+
+
 def test_cli_errors_exit_2(tmp_path: Path) -> None:
     from pytest_searcheval.engine.__main__ import main
 
