@@ -48,3 +48,12 @@ def test_interval_cell_format() -> None:
     assert _ci({"mean": 0.7341, "low": 0.69, "high": 0.781}) == ".734 [.690,.781]"
     assert _ci({"mean": 1.0, "low": 1.0, "high": 1.0}) == "1.000 [1.000,1.000]"
     assert _ci({"mean": None}) == "-"
+
+
+def test_write_atomic_gives_ordinary_permissions(tmp_path: Path) -> None:
+    umask = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "r.json", "{}")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
