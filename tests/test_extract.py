@@ -146,6 +146,9 @@ NEGATIVE = [
     "http to https redirect checker",
     "convert 5 dollars to euros",
     "how many cents in a dollar",
+    "fetch an http url and return its text",
+    "make http calls from my agent",
+    "scrape https://news.example for headlines",
     "mainnet",  # a single word is still a network: kept as a positive check below
 ]
 

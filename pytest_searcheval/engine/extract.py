@@ -264,14 +264,12 @@ class _Extractor:
             r"(?P<pre>\b(?:as|via|through|over|using|with)\s+(?:an?\s+|the\s+)?)?"
             r"(?:\b(?:plain|regular|ordinary|simple|normal|standard)\s+)?"
             r"(?:\bhttps?\b|\brest(?:ful)?\b)"
-            r"(?:\s+(?:json\s+)?(?:endpoints?|apis?|resources?|services?|routes?|urls?|calls?))?"
+            r"(?:\s+(?:json\s+)?(?:endpoints?|apis?|resources?|services?|routes?))?"
         )
         for m in http.finditer(low):
             word = m.group(0)
             explicit = re.search(r"\b(?:plain|regular|ordinary|simple|normal|standard)\s", word)
-            has_noun = re.search(
-                r"(?:endpoints?|apis?|resources?|services?|routes?|urls?|calls?)$", word
-            )
+            has_noun = re.search(r"(?:endpoints?|apis?|resources?|services?|routes?)$", word)
             if not (explicit or has_noun):
                 continue
             if "rest" in word and not has_noun:
