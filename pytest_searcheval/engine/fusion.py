@@ -3,6 +3,7 @@
 RRF (Cormack, Clarke & Buettcher, SIGIR 2009), weighted::
 
     rrf(d) = sum_s  w_s / (k + rank_s(d))            rank starts at 1; absent lists add 0
+    defaults: k = 20, w_lexical = 0.5, w_semantic = 1.0
 
 Prior from the catalog's own operating signal (sidecar ``liveness`` and ``settlements``; never
 ``category``/``capability``, which would leak the ground truth)::
@@ -28,8 +29,10 @@ LIVENESS = {"live": 1.0, "degraded": 0.5, "stale": 0.0}
 
 @dataclass(frozen=True)
 class FusionParams:
-    k: int = 60
-    weights: Mapping[str, float] = field(default_factory=lambda: {"lexical": 1.0, "semantic": 1.0})
+    #: k = 20 and lexical weight 0.5 were chosen on the shipped collection's dev split
+    #: (docs/engine.md has the measured alternatives).
+    k: int = 20
+    weights: Mapping[str, float] = field(default_factory=lambda: {"lexical": 0.5, "semantic": 1.0})
     prior_gamma: float = 0.5
     depth: int = 100
 
