@@ -488,7 +488,13 @@ class Engine:
         """A new engine on a new isolated schema with a copy of this one's tables (same server)."""
         from psycopg import sql as _sql
 
-        clone = Engine._open(self._server.acquire(), self.assets, self.settings, self.embedder)
+        server = self._server.acquire()
+        try:
+            clone = Engine._open(server, self.assets, self.settings, self.embedder)
+        except BaseException:
+            server.release()
+            raise
+        clone.calibration = self.calibration
         clone._recall_queries = self._recall_queries
         try:
             with self._write_lock, clone._schema.connection() as conn:
