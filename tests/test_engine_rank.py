@@ -183,3 +183,18 @@ def test_threshold_loss_is_measured_in_answerable_recall() -> None:
     assert fit.suppressed_answerable == ["fails-anyway"] and fit.answerable_kept == 0.5
     assert threshold.recall_at(["a", "b", "c"], ["c", "z"], k=2) == 0.0
     assert threshold.recall_at(["a", "b", "c"], ["c", "z"], k=3) == 0.5
+
+
+def test_document_records_are_validated_with_the_field_named() -> None:
+    from pytest_searcheval.engine.core import document_from_record, embedding_text
+
+    doc = document_from_record(
+        {"id": "a", "title": "T", "text": "B", "fields": {"tags": ["x"]}, "x402": None}
+    )
+    assert doc.id == "a" and doc.x402 is None and embedding_text(doc) == "T\nB\nx"
+    with pytest.raises(ValueError, match="'id'"):
+        document_from_record({"title": "no id"})
+    with pytest.raises(ValueError, match="'x402'"):
+        document_from_record({"id": "a", "x402": []})
+    with pytest.raises(ValueError, match="'fields'"):
+        document_from_record({"id": "a", "fields": "tags"})
