@@ -439,7 +439,13 @@ class SearchEvalItem(pytest.Function):
         line: int,
         marks: Sequence[pytest.MarkDecorator] = (),
     ) -> SearchEvalItem:
-        item: SearchEvalItem = cls.from_parent(parent, name=name, callobj=fn)
+        # Every item of a kind shares one function and parent, hence one fixture closure:
+        # resolving it once instead of per item is most of the collection cost.
+        cache: dict[Any, Any] = parent.__dict__.setdefault("_searcheval_fixtureinfo", {})
+        info = cache.get(fn)
+        item: SearchEvalItem = cls.from_parent(parent, name=name, callobj=fn, fixtureinfo=info)
+        if info is None:
+            cache[fn] = item._fixtureinfo
         item.kind, item.key, item.payload, item.file, item.line = kind, key, payload, file, line
         item.add_marker(f"searcheval_{kind}")
         for mark in marks:
