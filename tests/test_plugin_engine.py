@@ -12,10 +12,13 @@ def test_default_target_serves_the_reference_engine_over_http(pytester: pytest.P
     make_project(pytester)
     (pytester.path / "conftest.py").unlink()  # no override: the plugin's own fixture
     pytester.makeini("[pytest]\nsearch_eval_bootstrap_samples = 200\n")
-    result = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        "--search-eval", "-p", "no:cacheprovider", "-m", "searcheval_query"
+    )
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 4, result.stdout.str()
     report = read_report(pytester)
+    assert report["run"]["queries_run"] == 4 and report["run"]["complete"]
     target = report["environment"]["target"]
     assert target["target"] == "http" and target["url"].startswith("http://127.0.0.1:")
     assert report["environment"]["postgres"] and report["environment"]["pgvector"]
