@@ -140,8 +140,10 @@ class EvalState:
 # --- scoring and checking one query --------------------------------------------------------
 
 
-def _relevant(judged: Mapping[str, int]) -> int:
-    return sum(1 for g in judged.values() if g > 0)
+def relevant_count(judged: Mapping[str, int], level: int) -> int:
+    """Judged documents with grade >= ``level``: the query is *evaluated* (enters every
+    relevance aggregate, nDCG included) exactly when this is > 0 (DESIGN section 6)."""
+    return sum(1 for g in judged.values() if g >= level)
 
 
 def is_unanswerable(query: Query) -> bool:
@@ -199,14 +201,14 @@ def score_profile(
 def measure_one(
     state: EvalState, qid: str, ids: Sequence[str], measures: Sequence[str]
 ) -> dict[str, float]:
-    """Measures of one ranking; undefined values (NaN) and queries without relevant documents
-    are left out, as in the aggregates."""
+    """Measures of one ranking; undefined values (NaN) and queries without a document at the
+    relevance level are left out, as in the aggregates."""
     from . import metrics
 
-    judged = state.collection.judgments.get(qid, {})
-    if _relevant(judged) == 0:
-        return {}
     cfg = state.cfg
+    judged = state.collection.judgments.get(qid, {})
+    if relevant_count(judged, cfg.relevance_level) == 0:
+        return {}
     per_query = metrics.evaluate(
         {qid: judged},
         {qid: list(ids)},
@@ -218,16 +220,22 @@ def measure_one(
 
 
 def fill_measures(state: EvalState, rows: Mapping[str, dict[str, Any]]) -> None:
-    """Every configured measure for every row and profile, one ``evaluate`` call per profile."""
+    """Every configured measure for every row and profile, one ``evaluate`` call per profile.
+
+    Only queries with a judged document of grade >= the relevance level are scored, for every
+    measure alike (nDCG's ideal ranking alone would accept grade 1): one evaluated query set,
+    hence one denominator, for all relevance aggregates. The others keep ``measures == {}``
+    and are scored by no-result accuracy."""
     from . import metrics
 
     cfg = state.cfg
     judgments = state.collection.judgments
+    level = cfg.relevance_level
     for profile in cfg.profiles:
         run = {
             qid: row["profiles"][profile]["ids"]
             for qid, row in rows.items()
-            if profile in row["profiles"] and _relevant(judgments.get(qid, {})) > 0
+            if profile in row["profiles"] and relevant_count(judgments.get(qid, {}), level) > 0
         }
         if not run:
             continue
@@ -282,7 +290,9 @@ def evaluate_query(state: EvalState, target: SearchTarget, query: Query) -> dict
         "text": query.text,
         "class": query.query_class,
         "split": query.split,
-        "relevant": _relevant(state.collection.judgments.get(query.id, {})),
+        "relevant": relevant_count(
+            state.collection.judgments.get(query.id, {}), cfg.relevance_level
+        ),
         "unanswerable": is_unanswerable(query),
         "profiles": {},
         "unavailable": {},

@@ -44,18 +44,50 @@ def nearest_rank(samples: Sequence[float], p: float) -> float | None:
     return ordered[max(0, math.ceil(p / 100.0 * len(ordered)) - 1)]
 
 
-def _interval(values: Sequence[float], cfg: SearchEvalConfig) -> dict[str, Any]:
-    from .stats import bootstrap_ci
+def _intervals(
+    columns: Mapping[Any, Mapping[str, float]], cfg: SearchEvalConfig
+) -> dict[Any, dict[str, Any]]:
+    """Bootstrap interval cells of several columns (query id -> value each).
 
-    if not values:
-        return {"mean": None, "low": None, "high": None, "n": 0}
-    ci = bootstrap_ci(list(values), samples=cfg.bootstrap_samples, seed=SEED, confidence=0.95)
-    return {"mean": ci.mean, "low": ci.low, "high": ci.high, "n": len(values)}
+    Columns over the same query set share one resample index matrix
+    (:func:`stats.bootstrap_cis`): the measures of a profile, and the profiles that answered the
+    same queries, are resampled together, so their intervals come from the same resamples.
+    """
+    from .stats import bootstrap_cis
+
+    out: dict[Any, dict[str, Any]] = {}
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for key, col in columns.items():
+        if not col:
+            out[key] = {"mean": None, "low": None, "high": None, "n": 0}
+        else:
+            groups.setdefault(tuple(sorted(col)), []).append(key)
+    for qids, keys in groups.items():
+        matrix = [[columns[k][q] for k in keys] for q in qids]
+        cis = bootstrap_cis(matrix, samples=cfg.bootstrap_samples, seed=SEED, confidence=0.95)
+        for key, ci in zip(keys, cis, strict=True):
+            out[key] = {"mean": ci.mean, "low": ci.low, "high": ci.high, "n": len(qids)}
+    return out
+
+
+#: The rule that picks the queries of every relevance aggregate (written into the manifest).
+EVALUATED_RULE = (
+    "a query enters every relevance aggregate (nDCG, P, R, RR, AP, bpref, Judged alike, per "
+    "profile and per class) exactly when it has a judged document with grade >= the relevance "
+    "level; queries without one are excluded from all of them and scored by no-result accuracy"
+)
+
+
+def evaluated(row: Mapping[str, Any]) -> bool:
+    """Whether a row belongs to the relevance aggregates (see :data:`EVALUATED_RULE`)."""
+    return int(row.get("relevant", 0)) > 0
 
 
 def _values(rows: Sequence[Mapping[str, Any]], profile: str, measure: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for row in rows:
+        if not evaluated(row):
+            continue
         data = row["profiles"].get(profile)
         if data is None:
             continue
@@ -88,13 +120,24 @@ def build(
             unavailable.setdefault(p, reason)
     available = [p for p in cfg.profiles if p not in unavailable]
 
+    cells = _intervals(
+        {(p, m): _values(ordered, p, m) for p in available for m in cfg.measures}, cfg
+    )
+    classes_seen = sorted({r["class"] for r in ordered})
+    class_cells = _intervals(
+        {
+            (p, cls): _values([r for r in ordered if r["class"] == cls], p, CLASS_MEASURE)
+            for p in available
+            for cls in classes_seen
+        },
+        cfg,
+    )
     profiles: dict[str, Any] = {}
     for p in cfg.profiles:
         entry: dict[str, Any] = {"available": p in available, "reason": unavailable.get(p)}
         if p in available:
-            entry["measures"] = {
-                m: _interval(list(_values(ordered, p, m).values()), cfg) for m in cfg.measures
-            }
+            entry["measures"] = {m: cells[(p, m)] for m in cfg.measures}
+            entry["evaluated"] = sum(1 for r in ordered if evaluated(r) and p in r["profiles"])
             answered = {r["qid"]: r["profiles"][p]["ids"] for r in ordered if p in r["profiles"]}
             nra = metrics.no_result_accuracy(
                 answered, [r["qid"] for r in ordered if r["unanswerable"] and r["qid"] in answered]
@@ -132,9 +175,8 @@ def build(
     classes: dict[str, dict[str, Any]] = {}
     for p in available:
         per_class: dict[str, Any] = {}
-        for cls in sorted({r["class"] for r in ordered}):
+        for cls in classes_seen:
             members = [r for r in ordered if r["class"] == cls]
-            values = list(_values(members, p, CLASS_MEASURE).values())
             empty_ok = [
                 len(r["profiles"][p]["ids"]) == 0
                 for r in members
@@ -142,7 +184,8 @@ def build(
             ]
             per_class[cls] = {
                 "queries": len(members),
-                CLASS_MEASURE: _interval(values, cfg),
+                "evaluated": sum(1 for r in members if evaluated(r) and p in r["profiles"]),
+                CLASS_MEASURE: class_cells[(p, cls)],
                 "no_result_accuracy": (sum(empty_ok) / len(empty_ok)) if empty_ok else None,
             }
         classes[p] = per_class
@@ -178,6 +221,9 @@ def build(
 
     manifest_ = metrics.manifest(
         measures=cfg.measures, relevance_level=cfg.relevance_level, gain=cfg.gain
+    )
+    manifest_["evaluated_queries"] = EVALUATED_RULE.replace(
+        "the relevance level", f"the relevance level ({cfg.relevance_level})"
     )
     coll_manifest = dict(getattr(collection, "manifest", {}) or {})
     model = facts.get("model") if isinstance(facts.get("model"), Mapping) else None
@@ -232,7 +278,9 @@ def build(
         "queries": queries,
         "invariants": {k: dict(v) for k, v in sorted((invariants or {}).items())},
         "latency_tests": {k: dict(v) for k, v in sorted((latency_tests or {}).items())},
-        "limitations": _limitations(collection, coll_manifest, unavailable, ordered, expected),
+        "limitations": _limitations(
+            collection, coll_manifest, unavailable, ordered, expected, cfg.relevance_level
+        ),
         "gate": None,
     }
     return report
@@ -280,8 +328,18 @@ def _limitations(
     unavailable: Mapping[str, str],
     ordered: Sequence[Mapping[str, Any]],
     expected: Sequence[str],
+    relevance_level: int,
 ) -> list[str]:
     notes: list[str] = []
+    excluded = [r for r in ordered if not evaluated(r)]
+    if excluded:
+        unanswerable = sum(1 for r in excluded if r["unanswerable"])
+        notes.append(
+            f"{len(ordered) - len(excluded)} of {len(ordered)} queries enter the relevance "
+            f"measures (nDCG, P, R, RR, AP, bpref, Judged alike): the other {len(excluded)} "
+            f"({unanswerable} declared unanswerable) have no judged document with grade >= "
+            f"{relevance_level} and are scored by no-result accuracy only."
+        )
     provenance = getattr(collection, "provenance", {}) or {}
     sources = {
         str((d.sidecar or {}).get("source"))
@@ -377,6 +435,14 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
             ]
         )
     lines += _table(["profile", *measures, "no-result", "p95 ms", "viol."], body)
+    evaluated_n = {e.get("evaluated") for e in report["profiles"].values() if e["available"]}
+    if evaluated_n:
+        lines.append(
+            "relevance measures over "
+            + "/".join(str(n) for n in sorted(evaluated_n, key=lambda n: -1 if n is None else n))
+            + f" queries with a judged document of grade >= {run['relevance_level']} "
+            "(the rest: no-result accuracy)"
+        )
     for p, entry in report["profiles"].items():
         if not entry["available"]:
             lines.append(f"unavailable: {p}: {entry['reason']}")
@@ -388,12 +454,13 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
             [
                 cls,
                 str(c["queries"]),
+                str(c.get("evaluated", "-")),
                 _ci(c[CLASS_MEASURE]),
                 _fmt(c["no_result_accuracy"]),
             ]
             for cls, c in report["classes"][gated].items()
         ]
-        lines += _table(["class", "n", CLASS_MEASURE, "no-result acc."], cbody)
+        lines += _table(["class", "n", "rel. n", CLASS_MEASURE, "no-result acc."], cbody)
     if report["comparisons"]:
         lines.append("")
         lines.append("paired randomization tests (two-sided, Holm-corrected):")
@@ -449,11 +516,14 @@ def markdown(report: Mapping[str, Any]) -> str:
     gated = run["gated_profile"]
     if gated in report["classes"]:
         out += ["", f"Per class ({gated}, {CLASS_MEASURE}, mean [95% CI]):", ""]
-        out += ["| class | n | " + CLASS_MEASURE + " | no-result acc. |", "|---|---|---|---|"]
+        out += [
+            "| class | n | rel. n | " + CLASS_MEASURE + " | no-result acc. |",
+            "|---|---|---|---|---|",
+        ]
         for cls, c in report["classes"][gated].items():
             out.append(
-                f"| {cls} | {c['queries']} | {_ci(c[CLASS_MEASURE])} | "
-                f"{_fmt(c['no_result_accuracy'])} |"
+                f"| {cls} | {c['queries']} | {c.get('evaluated', '-')} | "
+                f"{_ci(c[CLASS_MEASURE])} | {_fmt(c['no_result_accuracy'])} |"
             )
     failing = [(q, d["failures"]) for q, d in report["queries"].items() if d["failures"]]
     if failing:

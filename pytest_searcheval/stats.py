@@ -20,6 +20,7 @@ __all__ = [
     "Interval",
     "agreement",
     "bootstrap_ci",
+    "bootstrap_cis",
     "holm",
     "manifest",
     "paired_randomization_test",
@@ -66,23 +67,62 @@ def bootstrap_ci(
     takes each resample's mean, and returns the (1-c)/2 and (1+c)/2 quantiles of those means
     (numpy's default linear interpolation). ``mean`` is the plain sample mean. Deterministic for
     a given input, seed and sample count. A single value gives a zero-width interval.
+    Equals ``bootstrap_cis`` on a one-column matrix.
     """
     arr = _values(values, "bootstrap_ci")
+    return bootstrap_cis(arr[:, None], samples=samples, seed=seed, confidence=confidence)[0]
+
+
+def bootstrap_cis(
+    values: Sequence[Sequence[float]] | FloatArray,
+    *,
+    samples: int = 1000,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> list[Interval]:
+    """:func:`bootstrap_ci` of every column of an (n queries x m measures) matrix at once.
+
+    One resample index matrix (``samples`` x n, PCG64 seeded with ``seed``) is drawn and shared
+    by every column: the m intervals come from the same resampled query sets (common random
+    numbers), and the draws, the costly part, happen once instead of m times. Each resample is
+    turned into per-query multiplicities c (a row of counts summing to n), so the resample
+    means of all columns are one matrix product ``c @ values / n``. Column j's interval is the
+    one :func:`bootstrap_ci` gives for column j alone with the same seed (up to float rounding
+    in the order of summation).
+    """
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"bootstrap_cis: expected an (n, m) matrix, got shape {arr.shape}")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"bootstrap_cis: expected at least one value, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        row, col = (int(i) for i in np.argwhere(~np.isfinite(arr))[0])
+        raise ValueError(
+            f"bootstrap_cis: value {float(arr[row, col])!r} at row {row}, column {col} is not "
+            "finite (leave out queries where the measure is undefined)"
+        )
     if samples < 1:
         raise ValueError(f"bootstrap_ci: samples must be positive, got {samples}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"bootstrap_ci: confidence must be in (0, 1), got {confidence}")
     rng = np.random.default_rng(seed)
-    n = arr.size
-    means = np.empty(samples)
-    # chunked so that 1000 resamples of a large query set stay within a few hundred MB
+    n = arr.shape[0]
+    sums = np.empty((samples, arr.shape[1]))
+    # Chunked so that 1000 resamples of a large query set stay within a few hundred MB; the
+    # chunking also fixes the draw sequence, so it must not depend on the number of columns.
     step = max(1, 2_000_000 // n)
     for lo in range(0, samples, step):
         hi = min(samples, lo + step)
-        means[lo:hi] = arr[rng.integers(0, n, size=(hi - lo, n))].mean(axis=1)
+        rows = hi - lo
+        idx = rng.integers(0, n, size=(rows, n))
+        idx += np.arange(rows)[:, None] * n
+        counts = np.bincount(idx.ravel(), minlength=rows * n).reshape(rows, n)
+        sums[lo:hi] = counts.astype(np.float64) @ arr
+    means = sums / n
     alpha = 1.0 - confidence
-    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return Interval(float(arr.mean()), float(low), float(high))
+    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2], axis=0)
+    centre = arr.mean(axis=0)
+    return [Interval(float(centre[j]), float(low[j]), float(high[j])) for j in range(arr.shape[1])]
 
 
 def paired_randomization_test(

@@ -326,3 +326,34 @@ def test_invariant_cases_become_tests_and_reach_the_report(pytester: pytest.Pyte
         v["status"] in ("passed", "failed", "skipped") for v in report["invariants"].values()
     )
     result.stdout.fnmatch_lines(["*] invariants not below baseline: *"])
+
+
+def test_relevance_measures_share_one_evaluated_query_set(pytester: pytest.Pytester) -> None:
+    # q4's only judgment at the relevance level becomes grade 1: nDCG alone could still score
+    # it (its ideal ranking accepts grade 1), but it must leave every relevance aggregate.
+    make_project(pytester)
+    judgments = pytester.path / "qrels" / "judgments.tsv"
+    judgments.write_text(judgments.read_text().replace("q4\td5\t3", "q4\td5\t1"))
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["relevance measures over 2 queries with a judged document of*"])
+    report = read_report(pytester)
+    for profile in ("lexical", "semantic", "hybrid"):
+        entry = report["profiles"][profile]
+        assert entry["evaluated"] == 2
+        assert {m: c["n"] for m, c in entry["measures"].items()} == dict.fromkeys(
+            report["run"]["measures"], 2
+        )
+        assert report["classes"][profile]["paraphrase"]["evaluated"] == 1
+        assert report["classes"][profile]["paraphrase"]["nDCG@10"]["n"] == 1
+        assert report["classes"][profile]["no-result"]["nDCG@10"]["n"] == 0
+    assert report["queries"]["q4"]["profiles"]["hybrid"]["measures"] == {}
+    assert all(c["n"] == 2 for c in report["comparisons"])
+    assert "grade >= the relevance level (2)" in report["metric_manifest"]["evaluated_queries"]
+    assert any("2 of 4 queries enter the relevance measures" in n for n in report["limitations"])
+    # A lower relevance level brings q4 back, for every measure at once.
+    result = pytester.runpytest(
+        "--search-eval", "-p", "no:cacheprovider", "--search-eval-relevance-level=1"
+    )
+    report = read_report(pytester)
+    assert {c["n"] for c in report["profiles"]["hybrid"]["measures"].values()} == {3}

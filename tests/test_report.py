@@ -57,3 +57,23 @@ def test_write_atomic_gives_ordinary_permissions(tmp_path: Path) -> None:
     finally:
         os.umask(umask)
     assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_bootstrap_cis_shares_resamples_and_matches_bootstrap_ci() -> None:
+    import numpy as np
+
+    from pytest_searcheval.stats import bootstrap_ci, bootstrap_cis
+
+    rng = np.random.default_rng(3)
+    matrix = rng.random((57, 4))
+    cis = bootstrap_cis(matrix, samples=500, seed=11)
+    for j, ci in enumerate(cis):
+        alone = bootstrap_ci(matrix[:, j], samples=500, seed=11)
+        assert ci.mean == pytest.approx(alone.mean, abs=1e-12)
+        assert ci.low == pytest.approx(alone.low, abs=1e-12)
+        assert ci.high == pytest.approx(alone.high, abs=1e-12)
+    # Identical columns get identical intervals.
+    twin = bootstrap_cis(np.column_stack([matrix[:, 0], matrix[:, 0]]), samples=500, seed=11)
+    assert twin[0] == twin[1]
+    with pytest.raises(ValueError, match="row 2, column 1 is not finite"):
+        bootstrap_cis([[0.1, 0.2], [0.3, 0.4], [0.5, float("nan")]])
