@@ -19,6 +19,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -211,6 +212,9 @@ class Engine:
         self._docs: dict[str, Document] = {}
         self._priors: dict[str, float] = {}
         self._df_cache: dict[str, int] = {}
+        self._executor = ThreadPoolExecutor(
+            max_workers=max(1, settings.pool_max // 2), thread_name_prefix="searcheval-lexical"
+        )
         self._write_lock = threading.RLock()
         self._hnsw = False
         self._recall: dict[str, Any] | None = None
@@ -311,6 +315,7 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        self._executor.shutdown(wait=True)
         try:
             self._schema.close()
         finally:
@@ -657,13 +662,10 @@ class Engine:
         depth = limit
         if profile in ("hybrid", "hybrid_rerank"):
             depth = max(limit, self.settings.fusion.depth, self.settings.rerank_depth)
-        qvec = self.embedder.embed_one(text) if use_dense else None
-        lex: list[bm25.LexicalHit] = []
-        total_idf = 0.0
-        sem: list[dense.DenseHit] = []
-        with self._schema.connection() as conn, conn.transaction():
-            if use_lex:
-                lex, total_idf = bm25.search(
+
+        def lexical() -> tuple[list[bm25.LexicalHit], float]:
+            with self._schema.connection() as conn, conn.transaction():
+                return bm25.search(
                     conn,
                     index.query_terms(text),
                     self.settings.bm25,
@@ -673,16 +675,32 @@ class Engine:
                     candidate_params=cand_params,
                     df_cache=self._df_cache,
                 )
-            if use_dense and qvec is not None:
-                sem = dense.search(
-                    conn,
-                    qvec,
-                    limit=depth,
-                    exact=not self._hnsw,
-                    ef_search=max(self.settings.dense.ef_search, depth),
-                    candidates=candidates,
-                    candidate_params=cand_params,
-                )
+
+        lex: list[bm25.LexicalHit] = []
+        total_idf = 0.0
+        sem: list[dense.DenseHit] = []
+        pending: Future[tuple[list[bm25.LexicalHit], float]] | None = None
+        if use_lex and use_dense:
+            # The lexical SQL runs on its own pooled connection while this thread encodes the
+            # query (torch releases the GIL), so a cache miss costs max(encode, SQL), not the sum.
+            pending = self._executor.submit(lexical)
+        elif use_lex:
+            lex, total_idf = lexical()
+        if use_dense:
+            qvec = self.embedder.embed_one(text)
+            if qvec is not None:
+                with self._schema.connection() as conn, conn.transaction():
+                    sem = dense.search(
+                        conn,
+                        qvec,
+                        limit=depth,
+                        exact=not self._hnsw,
+                        ef_search=max(self.settings.dense.ef_search, depth),
+                        candidates=candidates,
+                        candidate_params=cand_params,
+                    )
+        if pending is not None:
+            lex, total_idf = pending.result()
         ranked: list[tuple[str, float]]
         if profile == "lexical":
             ranked = [(h.doc_id, h.score) for h in lex]
