@@ -34,7 +34,12 @@ def test_serial_xdist_and_no_xdist_reports_are_identical(
     assert xdist["environment"]["target"]["target"] == "callable"  # type: ignore[index]
 
 
-def test_latency_tests_gate_p95_and_p99(pytester: pytest.Pytester) -> None:
+def test_latency_tests_gate_p95_and_p99(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # When this suite itself runs under -n 2 the child would inherit PYTEST_XDIST_WORKER, and
+    # pytest-benchmark disables itself on seeing it.
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     make_project(pytester)
     ok = pytester.runpytest_subprocess(
         "--search-eval",
