@@ -14,17 +14,27 @@ Baseline file (``baselines/baseline.json``, ``schema_version`` 1)::
      "profiles": {name: {"aggregates": {measure: mean}, "no_result_accuracy": float | null,
                          "hard_filter_violations": int,
                          "queries": {qid: {measure: value, ..., "ids": [top 10]}}}},
-     "invariants": {case id: true | false}}
+     "invariants": {case id: true | false},
+     "known_failures": {"queries": {qid: {"reasons": [...], "summary": str}},
+                        "invariants": {case id: {"reasons": [...], "summary": str}}}}
 
 It holds no timestamp, so regenerating it from an unchanged system gives an identical file.
+
+Known-failure ledger: ``known_failures`` records which query tests and invariant cases failed
+when the baseline was written, each with its *reasons*: the failure lines with every free-standing
+number replaced by ``#`` (``known item 'x' expected at rank <= #, found at rank #``), so a known
+item that slips from rank 2 to rank 4 keeps its reason while a different missing item is a new
+one. A later failure whose reasons are all recorded is a known failure (xfail); a new reason, a
+hard-filter violation (never excused) or a test that passed in the baseline fails normally.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -311,7 +321,118 @@ def make_baseline(
         },
         "profiles": profiles,
         "invariants": {k: bool(v.get("passed")) for k, v in report.get("invariants", {}).items()},
+        "known_failures": make_ledger(report),
     }
+
+
+# --- known-failure ledger ---------------------------------------------------------------------
+
+#: A number standing alone (not part of an id like q031 or a measure like nDCG@10).
+_NUMBER = re.compile(r"(?<![\w@.#-])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.])")
+#: Failure lines that are never recorded as excusable: they compare against the old baseline
+#: (meaningless once it is rewritten) or are hard-filter violations (never excused).
+DROP_PREFIX = "per-query drop: "
+VIOLATION_PREFIX = "hard-filter violation"
+KNOWN_PREFIX = "known failure recorded in the baseline: "
+
+
+def reason_key(line: str) -> str:
+    """The comparable form of one failure line: numbers become ``#``, spaces collapse."""
+    return " ".join(_NUMBER.sub("#", line.strip()).split())
+
+
+def excusable(line: str) -> bool:
+    return not line.startswith(VIOLATION_PREFIX)
+
+
+def invariant_reasons(message: str) -> list[str]:
+    """The failure lines of an invariant message (its ``  - ...`` bullets under ``failed:``),
+    else its first line."""
+    lines = message.splitlines()
+    bullets: list[str] = []
+    inside = False
+    for line in lines:
+        if line.strip() == "failed:":
+            inside = True
+            continue
+        if inside:
+            if line.startswith("  - "):
+                bullets.append(line[4:])
+            elif not line.startswith("    "):
+                inside = False
+    return bullets or [lines[0] if lines else message]
+
+
+def ledger_entry(lines: Iterable[str]) -> dict[str, Any] | None:
+    """What the baseline records for one failing test (``None`` when nothing is recordable)."""
+    kept = [line for line in lines if not line.startswith(DROP_PREFIX)]
+    if not kept:
+        return None
+    summary = "; ".join(kept)
+    return {
+        "reasons": sorted({reason_key(line) for line in kept}),
+        "summary": summary if len(summary) <= 300 else summary[:297] + "...",
+    }
+
+
+@dataclass(frozen=True)
+class LedgerVerdict:
+    """How one failing test relates to the ledger: ``known`` (xfail) or ``new`` (fails)."""
+
+    status: str  # known | new
+    note: str
+
+
+def judge_failure(
+    lines: Iterable[str], recorded: Mapping[str, Any] | None, passed_before: bool
+) -> LedgerVerdict:
+    """Compare a test's failure lines now with its ledger entry in the baseline."""
+    lines = list(lines)
+    if recorded is None:
+        if passed_before:
+            return LedgerVerdict("new", "regression: this test passed in the baseline")
+        return LedgerVerdict("new", "")
+    known = set(recorded.get("reasons") or [])
+    violations = [line for line in lines if not excusable(line)]
+    fresh = [
+        line
+        for line in lines
+        if excusable(line) and reason_key(line) not in known and not line.startswith(DROP_PREFIX)
+    ]
+    drops = [line for line in lines if line.startswith(DROP_PREFIX)]
+    if violations:
+        return LedgerVerdict("new", "hard-filter violations are never excused by the baseline")
+    if fresh or drops:
+        shown = "; ".join(fresh + drops)
+        return LedgerVerdict(
+            "new",
+            f"failing for a reason the baseline does not record: {shown} "
+            f"(recorded: {recorded.get('summary', '')})",
+        )
+    return LedgerVerdict("known", KNOWN_PREFIX + str(recorded.get("summary", "")))
+
+
+def ledger(baseline: Mapping[str, Any] | None, kind: str) -> dict[str, Mapping[str, Any]]:
+    """``known_failures[kind]`` of a baseline (``queries`` or ``invariants``), or empty."""
+    entries = ((baseline or {}).get("known_failures") or {}).get(kind) or {}
+    return {str(k): v for k, v in entries.items() if isinstance(v, Mapping)}
+
+
+def make_ledger(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The known failures of a report: failing query tests and failing invariant cases."""
+    queries: dict[str, Any] = {}
+    for qid, q in report["queries"].items():
+        entry = ledger_entry(q.get("failures") or [])
+        if entry is not None:
+            queries[qid] = entry
+    invariants: dict[str, Any] = {}
+    for cid, rec in (report.get("invariants") or {}).items():
+        failed = rec.get("status") == "failed" or ("status" not in rec and not rec.get("passed"))
+        if failed:
+            entry = ledger_entry(invariant_reasons(str(rec.get("message") or cid)))
+            if entry is not None:
+                invariants[cid] = entry
+    return {"queries": queries, "invariants": invariants}
 
 
 def baseline_text(baseline: Mapping[str, Any]) -> str:

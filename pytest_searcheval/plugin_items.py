@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .config import SearchEvalConfig
+from .gate import DROP_PREFIX, LedgerVerdict, invariant_reasons, judge_failure, ledger
 from .targets import FILTER_KEYS, SearchResponse, SearchTarget, TargetUnavailable
 
 if TYPE_CHECKING:
@@ -32,6 +33,12 @@ SHOWN_RESULTS = 10
 
 class SearchEvalFailure(AssertionError):
     """A query or latency test failed; the message is the whole triage report (no traceback)."""
+
+
+class KnownFailure(SearchEvalFailure):
+    """A failure whose reasons the baseline's known-failure ledger records: the test's
+    ``xfail(raises=KnownFailure, strict=False)`` marker turns it into an xfail; any other
+    exception still fails the test."""
 
 
 @dataclass
@@ -271,6 +278,30 @@ def check_expectations(query: Query, ids: Sequence[str]) -> list[str]:
     return unmet
 
 
+def passed_before(state: EvalState, kind: str, key: str) -> bool:
+    """Whether the baseline records this test as passing (present and not in the ledger)."""
+    if state.baseline is None:
+        return False
+    if kind == "query":
+        return baseline_query(state, key) is not None and key not in ledger(
+            state.baseline, "queries"
+        )
+    return (state.baseline.get("invariants") or {}).get(key) is True
+
+
+def known_failure_marker(state: EvalState, kind: str, key: str) -> pytest.MarkDecorator | None:
+    """``xfail(raises=KnownFailure, strict=False)`` for a test the ledger records as failing:
+    a failure for recorded reasons becomes an xfail, a pass an XPASS, anything else fails."""
+    entry = ledger(state.baseline, "queries" if kind == "query" else "invariants").get(key)
+    if entry is None:
+        return None
+    return pytest.mark.xfail(
+        reason=f"known failure recorded in the baseline: {entry.get('summary', '')}",
+        raises=KnownFailure,
+        strict=False,
+    )
+
+
 def baseline_query(state: EvalState, qid: str) -> dict[str, Any] | None:
     base = state.baseline or {}
     prof = (base.get("profiles") or {}).get(state.cfg.gated_profile) or {}
@@ -318,7 +349,7 @@ def evaluate_query(state: EvalState, target: SearchTarget, query: Query) -> dict
         now, before = gated["measures"][m], float(base[m])
         if now < before - cfg.query_tolerance - 1e-12:
             failures.append(
-                f"{m} dropped to {now:.4f} from baseline {before:.4f} "
+                f"{DROP_PREFIX}{m} dropped to {now:.4f} from baseline {before:.4f} "
                 f"(per-query tolerance {cfg.query_tolerance:g})"
             )
     if failures:
@@ -478,12 +509,33 @@ class SearchEvalItem(pytest.Function):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 
+    def _verdict(self, lines: Sequence[str]) -> LedgerVerdict:
+        state = self.state
+        kind = "queries" if self.kind == "query" else "invariants"
+        recorded = ledger(state.baseline, kind).get(self.key)
+        return judge_failure(lines, recorded, passed_before(state, self.kind, self.key))
+
+    def _raise(self, message: str, verdict: LedgerVerdict) -> None:
+        if verdict.status == "known":
+            raise KnownFailure(f"{message}\n{verdict.note}")
+        raise SearchEvalFailure(f"{message}\n{verdict.note}" if verdict.note else message)
+
+    def _ledger_status(self, failed: bool, verdict: LedgerVerdict | None) -> str | None:
+        if verdict is not None:
+            return verdict.status
+        kind = "queries" if self.kind == "query" else "invariants"
+        if not failed and self.key in ledger(self.state.baseline, kind):
+            return "fixed"
+        return None
+
     def run_query(self, target: SearchTarget) -> None:
         state = self.state
         row = evaluate_query(state, target, self.payload)
+        verdict = self._verdict(row["failures"]) if row["failures"] else None
+        row["ledger"] = self._ledger_status(bool(row["failures"]), verdict)
         self.user_properties.append((ROW_KEY, json.dumps(row, sort_keys=True)))
-        if row["failures"]:
-            raise SearchEvalFailure(format_failure(state, row))
+        if verdict is not None:
+            self._raise(format_failure(state, row), verdict)
 
     def run_invariant(self, target: SearchTarget) -> None:
         """Run one case of ``invariants.cases``; its record travels like a query row.
@@ -502,20 +554,32 @@ class SearchEvalItem(pytest.Function):
             record["status"] = str(outcome.status)
             record["passed"] = outcome.status == "passed"
             record.setdefault("message", str(outcome.message))
+            failed = outcome.status == "failed"
+            message = str(outcome.message)
+            verdict = self._verdict(invariant_reasons(message)) if failed else None
+            if outcome.status != "skipped":
+                record["ledger"] = self._ledger_status(failed, verdict)
             self.user_properties.append((INVARIANT_KEY, json.dumps(record, default=str)))
-            if outcome.status == "failed":
-                raise SearchEvalFailure(str(outcome.message))
+            if verdict is not None:
+                self._raise(message, verdict)
             if outcome.status == "skipped":
-                pytest.skip(str(outcome.message))
+                pytest.skip(message)
             return
         record = {"id": str(case.id), "name": str(getattr(case, "name", ""))}
         try:
             case.run(target)
         except AssertionError as exc:
-            record.update(status="failed", passed=False, message=str(exc))
+            verdict = self._verdict(invariant_reasons(str(exc)))
+            record.update(
+                status="failed",
+                passed=False,
+                message=str(exc),
+                ledger=self._ledger_status(True, verdict),
+            )
             self.user_properties.append((INVARIANT_KEY, json.dumps(record, sort_keys=True)))
-            raise SearchEvalFailure(str(exc)) from None
+            self._raise(str(exc), verdict)
         record.update(status="passed", passed=True, message="")
+        record["ledger"] = self._ledger_status(False, None)
         self.user_properties.append((INVARIANT_KEY, json.dumps(record, sort_keys=True)))
 
     def run_latency(self, target: SearchTarget, benchmark: Any) -> None:
@@ -590,6 +654,7 @@ class SearchEvalFile(pytest.File):
                 payload=query,
                 file=qfile,
                 line=lines.get(query.id, 0),
+                marks=_marks(known_failure_marker(state, "query", query.id)),
             )
         for case in invariant_cases(state):
             yield SearchEvalItem.build(
@@ -601,6 +666,7 @@ class SearchEvalFile(pytest.File):
                 payload=case,
                 file=self.path,
                 line=0,
+                marks=_marks(known_failure_marker(state, "invariant", str(case.id))),
             )
         cfg = state.cfg
         if cfg.latency_p95_ms is not None or cfg.latency_p99_ms is not None:
@@ -614,6 +680,10 @@ class SearchEvalFile(pytest.File):
                 file=self.path,
                 line=0,
             )
+
+
+def _marks(mark: pytest.MarkDecorator | None) -> tuple[pytest.MarkDecorator, ...]:
+    return () if mark is None else (mark,)
 
 
 def invariant_cases(state: EvalState) -> list[Any]:

@@ -217,6 +217,7 @@ def build(
                 for p, d in row["profiles"].items()
             },
             "baseline": base_queries.get(row["qid"]),
+            "ledger": row.get("ledger"),
         }
 
     manifest_ = metrics.manifest(
@@ -278,12 +279,53 @@ def build(
         "queries": queries,
         "invariants": {k: dict(v) for k, v in sorted((invariants or {}).items())},
         "latency_tests": {k: dict(v) for k, v in sorted((latency_tests or {}).items())},
+        "known_failures": _known_failures(queries, invariants or {}, baseline),
         "limitations": _limitations(
             collection, coll_manifest, unavailable, ordered, expected, cfg.relevance_level
         ),
         "gate": None,
     }
     return report
+
+
+def _known_failures(
+    queries: Mapping[str, Mapping[str, Any]],
+    invariants: Mapping[str, Mapping[str, Any]],
+    baseline: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The known-failure ledger's verdicts: ``known`` (failed for recorded reasons: xfail),
+    ``new`` (failed otherwise: the test failed), ``fixed`` (recorded failing, passes: XPASS)."""
+    out: dict[str, Any] = {"baseline_ledger": bool((baseline or {}).get("known_failures"))}
+    for kind, items in (("queries", queries), ("invariants", invariants)):
+        by: dict[str, list[str]] = {"known": [], "new": [], "fixed": []}
+        for key, entry in items.items():
+            status = entry.get("ledger")
+            if status in by:
+                by[status].append(key)
+        out[kind] = {k: sorted(v) for k, v in by.items()}
+    return out
+
+
+def _ledger_lines(report: Mapping[str, Any]) -> list[str]:
+    kf = report.get("known_failures") or {}
+    if not kf:
+        return []
+    q, i = kf.get("queries") or {}, kf.get("invariants") or {}
+    known = len(q.get("known", [])) + len(i.get("known", []))
+    fixed = sorted(q.get("fixed", []) + i.get("fixed", []))
+    lines: list[str] = []
+    if known:
+        lines.append(
+            f"known failures (xfail, recorded in the baseline): {len(q.get('known', []))} query "
+            f"tests, {len(i.get('known', []))} invariant cases"
+        )
+    if fixed:
+        shown = ", ".join(fixed[:10]) + (f", ... ({len(fixed)} in all)" if len(fixed) > 10 else "")
+        lines.append(
+            f"fixed since the baseline (XPASS): {shown}; re-baseline with "
+            "--search-eval-update-baseline to record it"
+        )
+    return lines
 
 
 def _comparisons(
@@ -474,6 +516,10 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
             f"latency {name}: p50 {lat['p50_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms, "
             f"p99 {lat['p99_ms']:.2f} ms over {lat['n']} requests"
         )
+    ledger_lines = _ledger_lines(report)
+    if ledger_lines:
+        lines.append("")
+        lines += ledger_lines
     gate = report.get("gate")
     if gate:
         lines.append("")
@@ -525,11 +571,15 @@ def markdown(report: Mapping[str, Any]) -> str:
                 f"| {cls} | {c['queries']} | {c.get('evaluated', '-')} | "
                 f"{_ci(c[CLASS_MEASURE])} | {_fmt(c['no_result_accuracy'])} |"
             )
-    failing = [(q, d["failures"]) for q, d in report["queries"].items() if d["failures"]]
+    ledger_lines = _ledger_lines(report)
+    if ledger_lines:
+        out += [""] + [f"- {line}" for line in ledger_lines]
+    failing = [(q, d) for q, d in report["queries"].items() if d["failures"]]
     if failing:
         out += ["", f"Failing queries ({len(failing)}):", ""]
-        for qid, failures in failing[:50]:
-            out.append(f"- `{qid}`: " + "; ".join(failures))
+        for qid, d in failing[:50]:
+            tag = " (known failure)" if d.get("ledger") == "known" else ""
+            out.append(f"- `{qid}`{tag}: " + "; ".join(d["failures"]))
     if report["limitations"]:
         out += ["", "Limitations:", ""] + [f"- {n}" for n in report["limitations"]]
     return "\n".join(out) + "\n"

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .report import CLASS_MEASURE, TERMINAL_MEASURES, _ci, _fmt
+from .report import CLASS_MEASURE, TERMINAL_MEASURES, _ci, _fmt, _ledger_lines
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -137,6 +137,9 @@ def html(report: Mapping[str, Any]) -> str:
                 f"{_e(r['name'])}: {_e(r['detail'])}</li>"
             )
         parts.append("</ul>")
+    ledger_lines = _ledger_lines(report)
+    if ledger_lines:
+        parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in ledger_lines) + "</ul>")
     measures = [m for m in TERMINAL_MEASURES if m in run["measures"]]
     parts.append("<h2>Profiles</h2><table><tr><th>profile</th>")
     parts += [f"<th>{_e(m)}</th>" for m in measures]
@@ -180,7 +183,8 @@ def html(report: Mapping[str, Any]) -> str:
     for qid, d in failing:
         parts.append(
             f"<details><summary><code>{_e(qid)}</code> [{_e(d['class'])}] {_e(d['text'])}"
-            f"</summary><ul>{''.join(f'<li>{_e(f)}</li>' for f in d['failures'])}</ul></details>"
+            + (" <em>(known failure)</em>" if d.get("ledger") == "known" else "")
+            + f"</summary><ul>{''.join(f'<li>{_e(f)}</li>' for f in d['failures'])}</ul></details>"
         )
     parts.append("<h2>Limitations</h2><ul>")
     parts += [f"<li>{_e(n)}</li>" for n in report["limitations"]]
