@@ -279,6 +279,7 @@ def build(
         "queries": queries,
         "invariants": {k: dict(v) for k, v in sorted((invariants or {}).items())},
         "latency_tests": {k: dict(v) for k, v in sorted((latency_tests or {}).items())},
+        "invariant_summary": _invariant_summary(invariants or {}),
         "known_failures": _known_failures(queries, invariants or {}, baseline),
         "limitations": _limitations(
             collection, coll_manifest, unavailable, ordered, expected, cfg.relevance_level
@@ -286,6 +287,58 @@ def build(
         "gate": None,
     }
     return report
+
+
+def _invariant_summary(invariants: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """``invariants.summarize()`` of the case records: per-invariant counts, filter-conformance
+    totals, constraint-extraction accuracy per field (``None`` when no case ran)."""
+    if not invariants:
+        return None
+    from .invariants import summarize
+
+    return summarize([invariants[k] for k in sorted(invariants)])
+
+
+def invariant_lines(summary: Mapping[str, Any] | None) -> list[str]:
+    """Terminal/Markdown-neutral lines: a per-invariant table, conformance, extraction."""
+    if not summary:
+        return []
+    body = [
+        [name, str(r["cases"]), str(r["passed"]), str(r["failed"]), str(r["skipped"])]
+        for name, r in summary["invariants"].items()
+    ]
+    lines = ["invariants:"]
+    lines += _table(["invariant", "cases", "passed", "failed", "skipped"], body)
+    lines += [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
+    return lines
+
+
+def _conformance_line(summary: Mapping[str, Any]) -> str:
+    c = summary.get("conformance")
+    if not c:
+        return ""
+    return (
+        f"filter conformance: {c['cases']} cases, {c['violations']} violations "
+        f"(a listing returned that breaks the filters), {c['misses']} misses (a matching "
+        "listing not returned)"
+    )
+
+
+def _extraction_line(summary: Mapping[str, Any]) -> str:
+    e = summary.get("extraction")
+    if not e:
+        return ""
+    parts = [
+        f"{name} {f['correct']}/{f['labelled']}"
+        + ("" if f.get("accuracy") is None else f" ({float(f['accuracy']):.3f})")
+        for name, f in sorted(e["fields"].items())
+    ]
+    spurious = e.get("spurious")
+    return (
+        "constraint extraction (correct/labelled per field): "
+        + (", ".join(parts) or "no labelled field")
+        + f"; spurious filters: {'-' if spurious is None else spurious}"
+    )
 
 
 def _known_failures(
@@ -511,6 +564,10 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
                 f"  {c['a']} - {c['b']} {c['measure']}: {c['mean_diff']:+.4f} "
                 f"(n={c['n']}) p={c['p']:.4f} p_holm={c['p_holm']:.4f}"
             )
+    inv = invariant_lines(report.get("invariant_summary"))
+    if inv:
+        lines.append("")
+        lines += inv
     for name, lat in report["latency_tests"].items():
         lines.append(
             f"latency {name}: p50 {lat['p50_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms, "
@@ -571,6 +628,17 @@ def markdown(report: Mapping[str, Any]) -> str:
                 f"| {cls} | {c['queries']} | {c.get('evaluated', '-')} | "
                 f"{_ci(c[CLASS_MEASURE])} | {_fmt(c['no_result_accuracy'])} |"
             )
+    summary = report.get("invariant_summary")
+    if summary:
+        out += ["", "Invariants:", "", "| invariant | cases | passed | failed | skipped |"]
+        out.append("|---|---|---|---|---|")
+        for name, r in summary["invariants"].items():
+            out.append(
+                f"| {name} | {r['cases']} | {r['passed']} | {r['failed']} | {r['skipped']} |"
+            )
+        extra = [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
+        if extra:
+            out += [""] + [f"- {line}" for line in extra]
     ledger_lines = _ledger_lines(report)
     if ledger_lines:
         out += [""] + [f"- {line}" for line in ledger_lines]

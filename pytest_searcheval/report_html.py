@@ -13,7 +13,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .report import CLASS_MEASURE, TERMINAL_MEASURES, _ci, _fmt, _ledger_lines
+from .report import (
+    CLASS_MEASURE,
+    TERMINAL_MEASURES,
+    _ci,
+    _conformance_line,
+    _extraction_line,
+    _fmt,
+    _ledger_lines,
+)
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -178,6 +186,23 @@ def html(report: Mapping[str, Any]) -> str:
         parts.append(f"<p>Plots unavailable: {_e(exc)}</p>")
     for title, img in plots:
         parts.append(f"<h2>{_e(title)}</h2>{img}")
+    summary = report.get("invariant_summary")
+    if summary:
+        parts.append(
+            "<h2>Invariants</h2><table><tr><th>invariant</th><th>cases</th><th>passed</th>"
+            "<th>failed</th><th>skipped</th><th>failing cases</th></tr>"
+        )
+        for name, r in summary["invariants"].items():
+            failing_ids = ", ".join(r["failing"][:10]) + (" ..." if len(r["failing"]) > 10 else "")
+            parts.append(
+                f"<tr><td>{_e(name)}</td><td class='num'>{r['cases']}</td>"
+                f"<td class='num'>{r['passed']}</td><td class='num'>{r['failed']}</td>"
+                f"<td class='num'>{r['skipped']}</td><td>{_e(failing_ids)}</td></tr>"
+            )
+        parts.append("</table>")
+        extra = [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
+        if extra:
+            parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in extra) + "</ul>")
     failing = [(q, d) for q, d in report["queries"].items() if d["failures"]]
     parts.append(f"<h2>Failing queries ({len(failing)})</h2>")
     for qid, d in failing:

@@ -326,6 +326,14 @@ def test_invariant_cases_become_tests_and_reach_the_report(pytester: pytest.Pyte
         v["status"] in ("passed", "failed", "skipped") for v in report["invariants"].values()
     )
     result.stdout.fnmatch_lines(["*] invariants not below baseline: *"])
+    summary = report["invariant_summary"]
+    assert sum(r["cases"] for r in summary["invariants"].values()) == len(expected)
+    result.stdout.fnmatch_lines(["invariants:", "invariant * cases * passed * failed * skipped"])
+    if summary["conformance"] is not None:
+        result.stdout.fnmatch_lines(["filter conformance: * cases, * violations*"])
+    out = pytester.path / "searcheval-report"
+    assert "| invariant | cases | passed | failed | skipped |" in (out / "report.md").read_text()
+    assert "<h2>Invariants</h2>" in (out / "report.html").read_text()
 
 
 def test_relevance_measures_share_one_evaluated_query_set(pytester: pytest.Pytester) -> None:

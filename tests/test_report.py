@@ -77,3 +77,36 @@ def test_bootstrap_cis_shares_resamples_and_matches_bootstrap_ci() -> None:
     assert twin[0] == twin[1]
     with pytest.raises(ValueError, match="row 2, column 1 is not finite"):
         bootstrap_cis([[0.1, 0.2], [0.3, 0.4], [0.5, float("nan")]])
+
+
+def test_invariant_summary_lines() -> None:
+    from pytest_searcheval.invariants import summarize
+    from pytest_searcheval.report import invariant_lines
+
+    records = [
+        {"id": "filter-conformance-c1", "invariant": "filter-conformance", "status": "passed",
+         "details": {"violations": 0, "misses": 0}},
+        {"id": "filter-conformance-c2", "invariant": "filter-conformance", "status": "failed",
+         "details": {"violations": 2, "misses": 1}},
+        {"id": "constraint-extraction-network", "invariant": "constraint-extraction",
+         "status": "passed",
+         "details": {"field": "network", "labelled": 10, "correct": 9, "accuracy": 0.9}},
+        {"id": "constraint-extraction-spurious", "invariant": "constraint-extraction",
+         "status": "failed", "details": {"spurious": 3}},
+        {"id": "deletion-isolation-q1", "invariant": "deletion-isolation", "status": "skipped"},
+    ]  # fmt: skip
+    lines = invariant_lines(summarize(records))
+    assert lines[0] == "invariants:"
+    rows = {line.split()[0]: line.split()[1:] for line in lines[3:6]}
+    assert rows == {
+        "constraint-extraction": ["2", "1", "1", "0"],
+        "deletion-isolation": ["1", "0", "0", "1"],
+        "filter-conformance": ["2", "1", "1", "0"],
+    }
+    assert lines[6].startswith("filter conformance: 2 cases, 2 violations")
+    assert "1 misses" in lines[6]
+    assert lines[7] == (
+        "constraint extraction (correct/labelled per field): network 9/10 (0.900); "
+        "spurious filters: 3"
+    )
+    assert invariant_lines(None) == []
