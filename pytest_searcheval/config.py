@@ -108,6 +108,33 @@ OPTIONS: tuple[_Option, ...] = (
 )
 
 
+#: Invariant settings (``invariants_core.InvariantSettings`` fields) exposed as
+#: ``--search-eval-invariant-NAME`` / ``search_eval_invariant_NAME``. The invariants' profile,
+#: split and limit follow ``gated_profile``, ``split`` and ``limit``. Unset keys keep the
+#: invariants' own defaults (listed in docs/configuration.md and docs/invariants.md).
+INVARIANT_OPTIONS: tuple[_Option, ...] = (
+    _Option("known_item_max_rank", "int", "known item must rank at or above this (1)", int),
+    _Option("churn_k", "int", "top-k of the paraphrase churn overlap (10)", int),
+    _Option("churn_rbo_p", "float", "RBO persistence p of the churn check (0.9)", float),
+    _Option("churn_min_rbo", "float", "minimum RBO between paraphrases (0.2)", float),
+    _Option("churn_min_jaccard", "float", "minimum Jaccard@k between paraphrases (0.1)", float),
+    _Option("chain_limit", "int", "results fetched per filter-chain step (100)", int),
+    _Option("max_inversions", "int", "allowed reorderings per filter-chain step (0)", int),
+    _Option("duplicate_items", "int", "listings copied by the duplicate check (5)", int),
+    _Option("duplicate_k", "int", "top-k of the duplicate check (10)", int),
+    _Option("duplicate_max_copies", "int", "copies allowed to outrank top-k listings (1)", int),
+    _Option("deletion_items", "int", "listings deleted by the deletion check (3)", int),
+    _Option("deletion_probes", "int", "probe queries per deletion (12)", int),
+    _Option("conformance_dir", "string", "filter-conformance set (default: conformance/)"),
+    _Option("conformance_limit", "int", "result limit of a conformance search (1000)", int),
+    _Option(
+        "extraction_min_accuracy", "float", "minimum extraction accuracy per field (0.9)", float
+    ),
+    _Option("extraction_max_spurious", "int", "allowed spurious extracted filters (0)", int),
+    _Option("enabled", "string", "comma-separated invariants to run (default: all)"),
+)
+
+
 def add_options(parser: pytest.Parser) -> None:
     """Register the CLI group and the ini keys; imports nothing heavy."""
     group = parser.getgroup("searcheval", "search quality evaluation (pytest-searcheval)")
@@ -125,7 +152,9 @@ def add_options(parser: pytest.Parser) -> None:
         dest="search_eval_update_baseline",
         help="rewrite the baseline from this run (a deliberate, reviewed change)",
     )
-    for opt in OPTIONS:
+    for opt in OPTIONS + tuple(
+        _Option("invariant_" + o.name, o.ini_type, o.help, o.kind) for o in INVARIANT_OPTIONS
+    ):
         cli = "--search-eval-" + opt.name.replace("_", "-")
         dest = "search_eval_" + opt.name
         if opt.flag:
@@ -176,6 +205,37 @@ def _default_collection(rootpath: Path) -> Path:
         f"{rootpath}: no collection.yaml here; pass --search-eval-collection=DIR "
         "or set search_eval_collection in the ini file"
     )
+
+
+def _invariant_settings(config: pytest.Config, root: Path) -> dict[str, Any]:
+    """The invariant settings given on the command line or in the ini file (typed), checked
+    against ``InvariantSettings`` so that a bad value names its option."""
+    out: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for opt in INVARIANT_OPTIONS:
+        name = "invariant_" + opt.name
+        value, source = _raw(config, name)
+        if value is None:
+            continue
+        sources[opt.name] = source
+        if opt.name == "enabled":
+            out["enabled"] = tuple(v.strip() for v in str(value).split(",") if v.strip())
+        elif opt.name == "conformance_dir":
+            p = Path(str(value))
+            out["conformance_dir"] = str(p if p.is_absolute() else root / p)
+        else:
+            out[opt.name] = _typed(config, name, opt.kind, None)
+    if out:
+        from .invariants_core import settings_from
+
+        try:
+            settings_from(out)
+        except (ValueError, TypeError) as exc:
+            named = ", ".join(sources[k] for k in sorted(sources) if k in str(exc)) or ", ".join(
+                sources.values()
+            )
+            raise ConfigError(f"{named}: {exc}") from None
+    return out
 
 
 def build(config: pytest.Config) -> SearchEvalConfig:
@@ -250,4 +310,5 @@ def build(config: pytest.Config) -> SearchEvalConfig:
         latency_rounds=int(_typed(config, "latency_rounds", int, 200)),
         bootstrap_samples=int(_typed(config, "bootstrap_samples", int, 1000)),
         permutations=int(_typed(config, "permutations", int, 10000)),
+        extra={"invariants": _invariant_settings(config, root)} if enabled or update else {},
     )

@@ -108,7 +108,14 @@ def response_from_json(
     """Parse the reference engine's ``/discovery/search`` body (also accepts ``hits``/``doc_id``).
 
     Shape: ``{"results": [{"id", "score", "resource"}], "filters": {"applied", "extracted"},
-    "no_result", "model", "latency_ms"}``. A missing score counts as rank-implied (``-rank``).
+    "no_result", "confidence": {"value", "threshold", ...}, "score_threshold", "model",
+    "latency_ms"}``. A missing score counts as rank-implied (``-rank``).
+
+    ``meta`` keeps ``model``, ``no_result``, ``profile``, ``confidence`` (the no-result
+    decision's inputs: the reference engine sends ``{cos, coverage, value, threshold}``) and
+    ``score_threshold`` when present, so the threshold-compliance invariant can check that no
+    result is returned under the no-result threshold; ``latency_ms`` becomes
+    ``server_latency_ms``.
     """
     raw = body.get("results", body.get("hits"))
     if not isinstance(raw, list):
@@ -136,7 +143,12 @@ def response_from_json(
     filters = filters if isinstance(filters, Mapping) else {}
     applied = filters.get("applied") or {}
     extracted = filters.get("extracted") or {}
-    meta = {k: body[k] for k in ("model", "no_result", "profile") if k in body}
+    meta: dict[str, Any] = {
+        k: body[k] for k in ("model", "no_result", "profile", "score_threshold") if k in body
+    }
+    confidence = body.get("confidence")
+    if isinstance(confidence, Mapping):
+        meta["confidence"] = dict(confidence)
     server_latency = body.get("latency_ms")
     if server_latency is not None:
         meta["server_latency_ms"] = server_latency

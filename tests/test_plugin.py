@@ -365,3 +365,44 @@ def test_relevance_measures_share_one_evaluated_query_set(pytester: pytest.Pytes
     )
     report = read_report(pytester)
     assert {c["n"] for c in report["profiles"]["hybrid"]["measures"].values()} == {3}
+
+
+def test_invariant_options_cover_every_invariant_setting() -> None:
+    import dataclasses
+
+    from pytest_searcheval.config import INVARIANT_OPTIONS
+    from pytest_searcheval.invariants_core import InvariantSettings
+
+    fields = {f.name for f in dataclasses.fields(InvariantSettings)}
+    # The invariants' profile, split and limit follow gated_profile, split and limit.
+    assert {o.name for o in INVARIANT_OPTIONS} == fields - {"profile", "split", "limit"}
+
+
+def test_invariant_settings_from_ini_and_command_line(pytester: pytest.Pytester) -> None:
+    make_project(
+        pytester,
+        invariants=True,
+        ini="search_eval_invariant_enabled = threshold-compliance,known-item-stability\n"
+        "search_eval_invariant_known_item_max_rank = 3\n",
+    )
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "--co", "-q")
+    ids = [line for line in result.stdout.lines if "test_invariant[" in line]
+    assert ids and all("threshold-compliance-" in i or "known-item-stability-" in i for i in ids), (
+        ids
+    )
+    result = pytester.runpytest(
+        "--search-eval",
+        "-p",
+        "no:cacheprovider",
+        "--co",
+        "-q",
+        "--search-eval-invariant-enabled=paraphrase-churn",
+    )
+    assert not [line for line in result.stdout.lines if "threshold-compliance-" in line]
+    bad = pytester.runpytest("--search-eval", "--search-eval-invariant-churn-rbo-p=1.5")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(
+        ["*--search-eval-invariant-churn-rbo-p: invariant settings: churn_rbo_p: expected*"]
+    )
+    bad = pytester.runpytest("--search-eval", "--search-eval-invariant-churn-k=many")
+    bad.stderr.fnmatch_lines(["*--search-eval-invariant-churn-k: expected int, got 'many'*"])

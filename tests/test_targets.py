@@ -228,3 +228,48 @@ def test_engine_target_is_mutable_and_isolates_writes() -> None:
     assert clone.closed and not engine.closed
     assert target.search("rain", profile="hybrid").ids == ["a"]
     assert target.describe() == {"target": "engine", "postgres": "17", "name": "main"}
+
+
+def test_response_meta_keeps_the_no_result_decision_inputs() -> None:
+    body = {
+        "results": [{"id": "a", "score": 0.4}],
+        "no_result": False,
+        "confidence": {"cos": 0.3, "coverage": 0.1, "value": 0.21, "threshold": 0.35},
+        "score_threshold": 0.5,
+        "latency_ms": 1.5,
+    }
+    meta = response_from_json(body).meta
+    assert meta["confidence"] == body["confidence"]
+    assert meta["score_threshold"] == 0.5
+    assert meta["no_result"] is False and meta["server_latency_ms"] == 1.5
+    assert "confidence" not in response_from_json({"results": [], "confidence": 0.2}).meta
+
+
+def test_threshold_compliance_fires_on_an_answer_under_the_threshold() -> None:
+    # The engine's JSON passes through response_from_json; the invariant must see the
+    # confidence it reports and fail an answer given under the no-result threshold.
+    import test_invariants_data as fx
+
+    from pytest_searcheval.invariants_core import InvariantSettings
+    from pytest_searcheval.invariants_ranking import check_threshold_compliance
+
+    coll = fx.collection()
+    query = next(
+        q for q in coll.queries.values() if q.query_class != "no-result" and not q.constraints
+    )
+    doc = sorted(coll.documents)[0]
+
+    def answer(confidence: float) -> CallableTarget:
+        body = {
+            "results": [{"id": doc, "score": 0.9}],
+            "no_result": False,
+            "confidence": {"value": confidence, "threshold": 0.35},
+        }
+        return CallableTarget(lambda q, **kw: body, profiles=["hybrid"])
+
+    settings = InvariantSettings()
+    under = check_threshold_compliance(answer(0.2), coll, query, settings)
+    assert under.status == "failed"
+    assert "confidence 0.2 < threshold 0.35 but 1 result(s)" in under.message
+    over = check_threshold_compliance(answer(0.5), coll, query, settings)
+    assert "confidence" not in over.message
