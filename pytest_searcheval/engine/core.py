@@ -789,15 +789,26 @@ class Engine:
             for p in profiles:
                 if self.profiles()[p] is not None:
                     continue
-                body = self._search(
-                    query.text,
-                    profile=p,
-                    limit=10,
+                try:
                     # what a client sends by default: the text alone, constraints extracted
-                    filters=None,
-                    extract=True,
-                    apply_threshold=False,
-                )
+                    body = self._search(
+                        query.text,
+                        profile=p,
+                        limit=10,
+                        filters=None,
+                        extract=True,
+                        apply_threshold=False,
+                    )
+                except ValueError:
+                    # an extracted constraint this registry rejects: rank the text unfiltered
+                    body = self._search(
+                        query.text,
+                        profile=p,
+                        limit=10,
+                        filters=None,
+                        extract=False,
+                        apply_threshold=False,
+                    )
                 conf = body["confidence"]
                 relevant = [
                     d for d, g in collection.judgments.get(query.id, {}).items() if g >= level
