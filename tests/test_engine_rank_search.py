@@ -442,3 +442,42 @@ def test_params_reach_the_sql(engine: Engine) -> None:
         assert body["results"][0]["score"] != other["results"][0]["score"]
     finally:
         clone.close()
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [
+        [{}, {"type": "http"}, {"type": "http", "network": TEST}],
+        [{}, {"max_price_usd": "0.003"}, {"max_price_usd": "0.002"}, {"max_price_usd": "0.001"}],
+        [{}, {"network": PUB}, {"network": PUB, "extension": "bazaar"}],
+    ],
+)
+def test_hybrid_filters_only_restrict_the_fused_ranking(
+    engine: Engine, chain: list[dict[str, str]]
+) -> None:
+    # Fusion is rank-based: ranking inside the filtered set would reorder and add listings.
+    # Each step's answer must be the previous one minus what the new filter rejects, same scores.
+    wide: list[tuple[str, float]] | None = None
+    for filters in chain:
+        body = engine.search(
+            "weather forecast alerts", profile="hybrid", limit=100, filters=filters, extract=False
+        )
+        now = [(r["id"], r["score"]) for r in body["results"]]
+        assert now, f"{filters}: nothing found"
+        if wide is not None:
+            kept = {d for d, _ in now}
+            assert now == [(d, s) for d, s in wide if d in kept], filters
+        wide = now
+
+
+def test_tight_filter_still_reaches_listings_far_down_the_unfiltered_ranking(
+    engine: Engine,
+) -> None:
+    # Only the "-1" listings are on testnet. Ranking only ``limit`` unfiltered candidates
+    # would leave the filtered answer short; ranking every document with a signal fills it.
+    unfiltered = _ids(engine.search("podcast", profile="hybrid", limit=3, extract=False))
+    assert not all(i.endswith("-1") for i in unfiltered)
+    body = engine.search(
+        "podcast", profile="hybrid", limit=3, filters={"network": TEST}, extract=False
+    )
+    assert len(_ids(body)) == 3 and all(i.endswith("-1") for i in _ids(body))

@@ -85,6 +85,7 @@ class EngineSettings:
                 "weights": dict(self.fusion.weights),
                 "prior_gamma": self.fusion.prior_gamma,
                 "depth": self.fusion.depth,
+                "candidate_depth": self.fusion.candidate_depth,
             },
             "no_result": None
             if self.no_result is None
@@ -637,6 +638,21 @@ class Engine:
         query = _sql.SQL("SELECT d.id AS doc_id FROM documents d WHERE ") + _sql.SQL(fragment)
         return query, dict(params)
 
+    def _satisfying(self, applied: Any, ids: Sequence[str]) -> set[str]:
+        """The ids among ``ids`` whose listing satisfies the hard filters ``applied``."""
+        if not ids:
+            return set()
+        from psycopg import sql as _sql
+
+        x402 = _module("x402")
+        fragment, params = x402.to_sql(applied, doc="d", prefix="xf_")
+        query = _sql.SQL("SELECT d.id FROM documents d WHERE d.id = ANY(%(xf_ids)s) AND ") + (
+            _sql.SQL(fragment)
+        )
+        with self._schema.connection() as conn:
+            rows = conn.execute(query, {**params, "xf_ids": list(ids)}).fetchall()
+        return {str(r[0]) for r in rows}
+
     def _search(
         self,
         q: str,
@@ -656,12 +672,23 @@ class Engine:
         if reason is not None:
             raise ProfileUnavailable(f"profile {profile} is unavailable: {reason}")
         text, applied, extracted = self._filters(q, filters, extract)
-        candidates, cand_params = self._candidates(applied)
         use_lex = profile != "semantic"
         use_dense = profile != "lexical"
-        depth = limit
-        if profile in ("hybrid", "hybrid_rerank"):
-            depth = max(limit, self.settings.fusion.depth, self.settings.rerank_depth)
+        fused = profile in ("hybrid", "hybrid_rerank")
+        n_rows = len(self._docs)
+        candidates: sql.Composable | None = None
+        cand_params: dict[str, Any] = {}
+        if fused:
+            # Fusion is rank-based, so the lists are ranked over the UNFILTERED catalog and the
+            # filters restrict the fused list afterwards (a filter can only remove). Exact scan:
+            # every document with any signal; HNSW: the documented candidate depth.
+            depth = n_rows if not self._hnsw else self.settings.fusion.candidate_depth
+            depth = max(depth, limit, self.settings.rerank_depth, 1)
+        else:
+            # Pointwise scores (BM25F with collection-wide statistics, cosine) do not depend on
+            # the candidate set, so pushing the filter into SQL is already a pure restriction.
+            candidates, cand_params = self._candidates(applied)
+            depth = limit
 
         def lexical() -> tuple[list[bm25.LexicalHit], float]:
             with self._schema.connection() as conn, conn.transaction():
@@ -695,7 +722,7 @@ class Engine:
                         qvec,
                         limit=depth,
                         exact=not self._hnsw,
-                        ef_search=max(self.settings.dense.ef_search, depth),
+                        ef_search=min(max(self.settings.dense.ef_search, depth), 1000),
                         candidates=candidates,
                         candidate_params=cand_params,
                     )
@@ -711,10 +738,18 @@ class Engine:
                 {"lexical": [h.doc_id for h in lex], "semantic": [h.doc_id for h in sem]},
                 self.settings.fusion,
                 self._priors,
+                depth=depth,
             )
             if profile == "hybrid_rerank":
                 ranked = self._rerank(text, ranked)
-        cos = sem[0].score if sem else None
+            if applied:
+                allowed = self._satisfying(applied, [d for d, _ in ranked])
+                ranked = [(d, s) for d, s in ranked if d in allowed]
+                lex = [h for h in lex if h.doc_id in allowed]
+                sem = [h for h in sem if h.doc_id in allowed]
+        # Confidence features are maxima over the candidates that survive the restriction, so
+        # a tighter filter can only lower them (never turn a no-result into an answer).
+        cos = max((h.score for h in sem), default=None)
         coverage = (
             (max((h.matched_idf for h in lex), default=0.0) / total_idf if total_idf > 0 else 0.0)
             if use_lex

@@ -35,6 +35,11 @@ class FusionParams:
     weights: Mapping[str, float] = field(default_factory=lambda: {"lexical": 0.5, "semantic": 1.0})
     prior_gamma: float = 0.5
     depth: int = 100
+    #: HNSW path only: how many candidates each list ranks over the unfiltered catalog before
+    #: the hard filters restrict the fused list (exact scan ranks every document with a signal).
+    #: Filter monotonicity holds exactly within this depth; a filter whose listings all rank
+    #: below it in both lists returns nothing.
+    candidate_depth: int = 1000
 
     def __post_init__(self) -> None:
         if self.k < 0:
@@ -75,14 +80,21 @@ def rrf(
     rankings: Mapping[str, Sequence[str]],
     params: FusionParams,
     priors: Mapping[str, float] | None = None,
+    *,
+    depth: int | None = None,
 ) -> list[tuple[str, float]]:
-    """Fused (doc_id, score) pairs, best first; ties broken by doc id for determinism."""
+    """Fused (doc_id, score) pairs, best first; ties broken by doc id for determinism.
+
+    Each list contributes its first ``max(params.depth, depth)`` entries (``depth``: the
+    caller's candidate depth, so that filters applied after fusion still find their listings).
+    """
+    cut = max(params.depth, depth or 0)
     scores: dict[str, float] = {}
     for name, ranking in rankings.items():
         weight = params.weights.get(name, 0.0)
         if weight <= 0:
             continue
-        for rank, doc_id in enumerate(ranking[: params.depth], start=1):
+        for rank, doc_id in enumerate(ranking[:cut], start=1):
             scores[doc_id] = scores.get(doc_id, 0.0) + weight / (params.k + rank)
     if priors:
         eps = params.prior_eps
