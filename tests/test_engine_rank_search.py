@@ -481,3 +481,32 @@ def test_tight_filter_still_reaches_listings_far_down_the_unfiltered_ranking(
         "podcast", profile="hybrid", limit=3, filters={"network": TEST}, extract=False
     )
     assert len(_ids(body)) == 3 and all(i.endswith("-1") for i in _ids(body))
+
+
+def test_delete_is_a_tombstone_that_moves_no_other_listing(engine: Engine) -> None:
+    probes = ["daily weather forecast", "currency exchange", "translate text", "podcast"]
+    clone = engine.clone()
+    try:
+        before = {
+            (q, p): [(r["id"], r["score"]) for r in clone.search(q, profile=p, limit=20)["results"]]
+            for q in probes
+            for p in ("lexical", "semantic", "hybrid")
+        }
+        assert clone.delete("weather-1") is True
+        assert clone.delete("weather-1") is False  # already gone
+        assert clone.describe()["tombstones"] == 1
+        for (q, p), answer in before.items():
+            after = [(r["id"], r["score"]) for r in clone.search(q, profile=p, limit=20)["results"]]
+            expected = [(d, s) for d, s in answer if d != "weather-1"]
+            # the deleted listing is gone; everything else keeps its order and its exact score
+            assert after[: len(expected)] == expected, (q, p)
+            assert "weather-1" not in [d for d, _ in after]
+        clone.upsert(engine._docs["weather-1"])  # an upsert revives a tombstoned id
+        assert "weather-1" in _ids(clone.search("storm alerts", profile="hybrid"))
+        clone.delete("weather-1")
+        clone.reindex()
+        assert clone.describe()["tombstones"] == 0
+        assert clone.describe()["documents"] == len(engine._docs) - 1
+        assert "weather-1" not in _ids(clone.search("storm alerts", profile="lexical"))
+    finally:
+        clone.close()

@@ -210,7 +210,10 @@ class Engine:
         self.reranker = reranker
         self.assets = list(assets)
         self._owns_embedder = owns_embedder
+        #: every indexed row, tombstoned ones included (they still count in the statistics)
         self._docs: dict[str, Document] = {}
+        #: deleted ids awaiting ``reindex()``: removed from every result, kept in statistics
+        self._tombstones: set[str] = set()
         self._priors: dict[str, float] = {}
         self._df_cache: dict[str, int] = {}
         self._executor = ThreadPoolExecutor(
@@ -463,31 +466,40 @@ class Engine:
                 self._write(conn, [doc], vec)
                 self._refresh_stats(conn)
             self._docs[doc.id] = doc
+            self._tombstones.discard(doc.id)
             self._refresh_priors()
             self._maybe_hnsw(conn)
 
     def delete(self, doc_id: str) -> bool:
-        """Remove a document everywhere (cascades to postings etc.). True if it existed."""
+        """Tombstone a document: gone from every result at once. True if it was live.
+
+        The row and its postings, lengths and embedding stay, so N, df, average field lengths,
+        priors and the candidate ranks of every other listing are unchanged: deleting one
+        listing cannot move an unrelated one. ``reindex()`` purges tombstones and recomputes.
+        """
         with self._write_lock, self._schema.connection() as conn:
             with conn.transaction():
-                cur = conn.execute("DELETE FROM documents WHERE id = %s", (doc_id,))
+                cur = conn.execute(
+                    "UPDATE documents SET deleted_at = now() WHERE id = %s AND deleted_at IS NULL",
+                    (doc_id,),
+                )
                 existed = cur.rowcount > 0
-                self._refresh_stats(conn)
-            self._docs.pop(doc_id, None)
-            self._refresh_priors()
-            self._maybe_hnsw(conn)
+            if existed:
+                self._tombstones.add(doc_id)
         return existed
 
     def reindex(self) -> None:
-        """Rebuild every index table of this schema from the documents held by the engine."""
-        docs = list(self._docs.values())
+        """Rebuild every index table from the live documents: purges tombstones, recomputes
+        statistics, priors and (above the size threshold) the HNSW graph."""
         with self._write_lock:
+            docs = [d for i, d in self._docs.items() if i not in self._tombstones]
             with self._schema.connection() as conn, conn.transaction():
                 conn.execute("DELETE FROM documents")
                 if self._hnsw:
                     dense.drop_hnsw(conn)
             self._hnsw = False
             self._docs.clear()
+            self._tombstones.clear()
             self._seed(docs)
 
     def clone(self) -> Engine:
@@ -521,6 +533,7 @@ class Engine:
                         )
                     conn.execute("ANALYZE")
                 clone._docs = dict(self._docs)
+                clone._tombstones = set(self._tombstones)
                 clone._refresh_priors()
                 clone._maybe_hnsw(conn)
         except BaseException:
@@ -533,7 +546,7 @@ class Engine:
     def profiles(self) -> dict[str, str | None]:
         """Profile name -> None when usable, else the reason it is unavailable."""
         semantic: str | None = None
-        if self._docs and self.embedder.stats.failures >= len(self._docs):
+        if self._docs and self.embedder.stats.failures >= len(self._docs) - len(self._tombstones):
             semantic = "every document embedding failed"
         return {
             "lexical": None,
@@ -559,7 +572,8 @@ class Engine:
     def describe(self) -> dict[str, Any]:
         with self._schema.connection() as conn:
             counts = conn.execute(
-                "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM terms),"
+                "SELECT (SELECT count(*) FROM documents WHERE deleted_at IS NULL),"
+                " (SELECT count(*) FROM terms),"
                 " (SELECT count(*) FROM embeddings)"
             ).fetchone()
         n_docs, n_postings, n_vectors = counts if counts is not None else (0, 0, 0)
@@ -569,6 +583,7 @@ class Engine:
             "server": getattr(self._server.server, "source", "unknown"),
             **self.versions,
             "documents": int(n_docs),
+            "tombstones": len(self._tombstones),
             "postings": int(n_postings),
             "embeddings": int(n_vectors),
             "model": self.model_info(),
@@ -688,7 +703,7 @@ class Engine:
             # Pointwise scores (BM25F with collection-wide statistics, cosine) do not depend on
             # the candidate set, so pushing the filter into SQL is already a pure restriction.
             candidates, cand_params = self._candidates(applied)
-            depth = limit
+            depth = limit + len(self._tombstones)
 
         def lexical() -> tuple[list[bm25.LexicalHit], float]:
             with self._schema.connection() as conn, conn.transaction():
@@ -747,6 +762,11 @@ class Engine:
                 ranked = [(d, s) for d, s in ranked if d in allowed]
                 lex = [h for h in lex if h.doc_id in allowed]
                 sem = [h for h in sem if h.doc_id in allowed]
+        if self._tombstones:
+            gone = self._tombstones
+            ranked = [(d, s) for d, s in ranked if d not in gone]
+            lex = [h for h in lex if h.doc_id not in gone]
+            sem = [h for h in sem if h.doc_id not in gone]
         # Confidence features are maxima over the candidates that survive the restriction, so
         # a tighter filter can only lower them (never turn a no-result into an answer).
         cos = max((h.score for h in sem), default=None)
