@@ -22,19 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pool import load_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 RUBRIC = ROOT / "construction/judging/rubric.md"
-
-
-def _corpus(root: Path) -> dict[str, dict[str, Any]]:
-    docs: dict[str, dict[str, Any]] = {}
-    for path in sorted((root / "corpus").glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                record = json.loads(line)
-                docs[record["id"]] = record
-    return docs
 
 
 def _assets(root: Path) -> dict[str, dict[str, Any]]:
@@ -46,7 +37,9 @@ def _price(option: dict[str, Any], assets: dict[str, dict[str, Any]]) -> str:
     asset = assets.get(option.get("asset", ""))
     if asset is None:
         return f"{option.get('amount')} base units of an unlisted asset"
-    usd = Decimal(option["amount"]) / (Decimal(10) ** int(asset["decimals"])) * Decimal(asset["usd"])
+    usd = (
+        Decimal(option["amount"]) / (Decimal(10) ** int(asset["decimals"])) * Decimal(asset["usd"])
+    )
     return f"{asset['code']} (about ${float(usd):.4g})"
 
 
@@ -63,7 +56,8 @@ def card(record: dict[str, Any], assets: dict[str, dict[str, Any]]) -> str:
     if fields.get("tags"):
         lines.append(f"tags: {', '.join(map(str, fields['tags']))}")
     options = [
-        f"{o.get('network')} / {o.get('scheme')} / {_price(o, assets)}" for o in x402.get("accepts", [])
+        f"{o.get('network')} / {o.get('scheme')} / {_price(o, assets)}"
+        for o in x402.get("accepts", [])
     ]
     if options:
         lines.append("payment options: " + "; ".join(options))
@@ -76,7 +70,7 @@ def make(args: argparse.Namespace) -> None:
     root: Path = args.root
     pool = json.loads((root / "construction/judging/pool.json").read_text())["pool"]
     queries = {q["id"]: q for q in yaml.safe_load((root / "qrels/queries.yaml").read_text())}
-    docs = _corpus(root)
+    docs = load_corpus(root)
     assets = _assets(root)
     seed = int(hashlib.sha256(args.judge.encode()).hexdigest()[:8], 16)
     rng = random.Random(seed)

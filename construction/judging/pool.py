@@ -99,7 +99,9 @@ def char_rank(texts: list[str], queries: list[str], depth: int) -> list[list[int
     return [[int(i) for i in np.argsort(-row, kind="stable")[:depth] if row[i] > 0] for row in sims]
 
 
-def engine_ranks(root: Path, queries: dict[str, str], depth: int) -> dict[str, dict[str, list[str]]]:
+def engine_ranks(
+    root: Path, queries: dict[str, str], depth: int
+) -> dict[str, dict[str, list[str]]]:
     try:
         from pytest_searcheval.collection import load
         from pytest_searcheval.engine.core import Engine
@@ -115,7 +117,11 @@ def engine_ranks(root: Path, queries: dict[str, str], depth: int) -> dict[str, d
             for qid, text in queries.items():
                 # pooling wants every candidate: no constraint extraction, no no-result cut
                 body = engine._search(
-                    text, profile=profile, limit=depth, filters=None, extract=False,
+                    text,
+                    profile=profile,
+                    limit=depth,
+                    filters=None,
+                    extract=False,
                     apply_threshold=False,
                 )
                 out[f"engine-{profile}"][qid] = [r["id"] for r in body["results"]]
@@ -132,11 +138,17 @@ def main() -> None:
     docs = load_corpus(root)
     ids = list(docs)
     texts = [doc_text(docs[i]) for i in ids]
-    queries = {q["id"]: q["text"] for q in yaml.safe_load((root / "qrels/queries.yaml").read_text())}
+    queries = {
+        q["id"]: q["text"] for q in yaml.safe_load((root / "qrels/queries.yaml").read_text())
+    }
     qids = list(queries)
     qtexts = [queries[q] for q in qids]
     systems: dict[str, dict[str, list[str]]] = {}
-    for name, fn in (("bm25-exact", bm25_rank), ("dense-exact", dense_rank), ("char-tfidf", char_rank)):
+    for name, fn in (
+        ("bm25-exact", bm25_rank),
+        ("dense-exact", dense_rank),
+        ("char-tfidf", char_rank),
+    ):
         ranks = fn(texts, qtexts, args.depth)
         systems[name] = {qid: [ids[i] for i in r] for qid, r in zip(qids, ranks, strict=True)}
     if not args.no_engine:
