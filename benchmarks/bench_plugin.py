@@ -30,15 +30,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ("lexical", "semantic", "hybrid", "hybrid_rerank")
 
+# Precomputed answers that differ per query and profile, so the report's statistics (intervals,
+# paired tests) work on real differences, as they would on a real system.
 CONFTEST = """
+import zlib
+
 import pytest
 from pytest_searcheval.targets import CallableTarget, Hit, SearchResponse
 
-IDS = [f"d{i}" for i in range(20)]
-RESPONSE = SearchResponse(hits=tuple(Hit(d, float(20 - i)) for i, d in enumerate(IDS)))
+IDS = [f"d{i}" for i in range(40)]
+RESPONSES = [
+    SearchResponse(hits=tuple(Hit(d, float(20 - i)) for i, d in enumerate(IDS[o:o + 20])))
+    for o in range(20)
+]
+OFFSET = {"lexical": 0, "semantic": 3, "hybrid": 1, "hybrid_rerank": 2}
 
-def instant(query, **kwargs):
-    return RESPONSE
+def instant(query, *, profile, **kwargs):
+    return RESPONSES[(zlib.crc32(query.encode()) + OFFSET[profile]) % 20]
 
 @pytest.fixture(scope="session")
 def searcheval_target():

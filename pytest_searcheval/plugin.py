@@ -144,7 +144,10 @@ class SessionHooks:
         items.extend(i for i in anchor.collect() if isinstance(i, pytest.Item))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        # Runs on the controller for xdist reports too, so rows merge the same way.
+        # Runs on the controller for xdist reports too, so rows merge the same way. Records
+        # are added during the call phase; the teardown report repeats them.
+        if report.when != "call":
+            return
         for key, value in report.user_properties:
             if key == ROW_KEY:
                 row = json.loads(str(value))
@@ -159,6 +162,9 @@ class SessionHooks:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config = session.config
+        # The responses are scored already; dropping them now (one Hit per result, per query
+        # and profile) spares the garbage collector that pytest runs at exit.
+        self.state.cache.clear()
         if config.option.collectonly:
             return
         if hasattr(config, "workerinput"):

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -161,6 +161,20 @@ def _applied(response: SearchResponse) -> dict[str, Any]:
     return {k: v for k, v in response.applied_filters.items() if k in FILTER_KEYS and v is not None}
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _json_safe(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON-safe copy (filters may hold Decimals); the JSON round trip only when needed, since
+    most responses carry no or plain filters and this runs for every query and profile."""
+    if not value:
+        return {}
+    if all(isinstance(v, _PLAIN) for v in value.values()):
+        return dict(value)
+    out: dict[str, Any] = json.loads(json.dumps(dict(value), default=str))
+    return out
+
+
 def score_profile(
     state: EvalState, query: Query, profile: str, response: SearchResponse
 ) -> dict[str, Any]:
@@ -193,13 +207,12 @@ def score_profile(
             breaks += 1
     return {
         "ids": ids,
-        "scores": [round(h.score, 6) for h in response.hits[: cfg.limit]],
         "measures": measures,
         "violations": violations,
         "constraint_breaks": breaks,
         "returned": len(ids),
-        "applied": json.loads(json.dumps(applied, default=str)),
-        "extracted": json.loads(json.dumps(dict(response.extracted_filters), default=str)),
+        "applied": _json_safe(applied),
+        "extracted": _json_safe(response.extracted_filters),
         "expectations": check_expectations(query, ids),
         "latency_ms": state.latency_ms.get((query.id, profile)),
     }
@@ -431,30 +444,31 @@ def _ranking(coll: Collection, judged: Mapping[str, int], ids: Sequence[str]) ->
 # --- pytest items ---------------------------------------------------------------------------
 
 
-def _query_test(searcheval_target: SearchTarget, request: pytest.FixtureRequest) -> None:
-    item = request.node
-    assert isinstance(item, SearchEvalItem)
-    item.run_query(searcheval_target)
+def _query_test(searcheval_target: SearchTarget) -> None:
+    """Stands for the generated query tests (their fixtures); :meth:`SearchEvalItem.runtest`
+    runs them. Not taking ``request`` spares pytest a fixture definition per test."""
 
 
-def _invariant_test(searcheval_target: SearchTarget, request: pytest.FixtureRequest) -> None:
-    item = request.node
-    assert isinstance(item, SearchEvalItem)
-    item.run_invariant(searcheval_target)
+def _invariant_test(searcheval_target: SearchTarget) -> None:
+    """Stands for the generated invariant tests; see :func:`_query_test`."""
 
 
-def _latency_test(
-    searcheval_target: SearchTarget, benchmark: Any, request: pytest.FixtureRequest
-) -> None:
-    item = request.node
-    assert isinstance(item, SearchEvalItem)
-    item.run_latency(searcheval_target, benchmark)
+def _latency_test(searcheval_target: SearchTarget, benchmark: Any) -> None:
+    """Stands for the generated latency test; see :func:`_query_test`."""
 
 
 def nearest_rank(samples: Sequence[float], p: float) -> float:
     """Nearest-rank percentile: the ceil(p/100 * n)-th smallest sample (no interpolation)."""
     ordered = sorted(samples)
     return ordered[max(0, math.ceil(p / 100.0 * len(ordered)) - 1)]
+
+
+def _kind_mark(kind: str) -> pytest.MarkDecorator:
+    mark: pytest.MarkDecorator = getattr(pytest.mark, f"searcheval_{kind}")
+    return mark
+
+
+_KIND_MARKS: dict[str, pytest.MarkDecorator] = {}
 
 
 class SearchEvalItem(pytest.Function):
@@ -488,7 +502,7 @@ class SearchEvalItem(pytest.Function):
         if info is None:
             cache[fn] = item._fixtureinfo
         item.kind, item.key, item.payload, item.file, item.line = kind, key, payload, file, line
-        item.add_marker(f"searcheval_{kind}")
+        item.add_marker(_KIND_MARKS.get(kind) or _KIND_MARKS.setdefault(kind, _kind_mark(kind)))
         for mark in marks:
             item.add_marker(mark)
         return item
@@ -501,6 +515,15 @@ class SearchEvalItem(pytest.Function):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return (self.file or self.path), self.line, self.name
+
+    def runtest(self) -> None:
+        target = cast(SearchTarget, self.funcargs["searcheval_target"])
+        if self.kind == "query":
+            self.run_query(target)
+        elif self.kind == "invariant":
+            self.run_invariant(target)
+        else:
+            self.run_latency(target, self.funcargs["benchmark"])
 
     def repr_failure(  # type: ignore[override]
         self, excinfo: pytest.ExceptionInfo[BaseException]
@@ -533,7 +556,7 @@ class SearchEvalItem(pytest.Function):
         row = evaluate_query(state, target, self.payload)
         verdict = self._verdict(row["failures"]) if row["failures"] else None
         row["ledger"] = self._ledger_status(bool(row["failures"]), verdict)
-        self.user_properties.append((ROW_KEY, json.dumps(row, sort_keys=True)))
+        self.user_properties.append((ROW_KEY, json.dumps(row)))
         if verdict is not None:
             self._raise(format_failure(state, row), verdict)
 

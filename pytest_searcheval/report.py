@@ -83,17 +83,24 @@ def evaluated(row: Mapping[str, Any]) -> bool:
     return int(row.get("relevant", 0)) > 0
 
 
-def _values(rows: Sequence[Mapping[str, Any]], profile: str, measure: str) -> dict[str, float]:
-    out: dict[str, float] = {}
+def _columns(
+    rows: Sequence[Mapping[str, Any]], profiles: Sequence[str], measures: Sequence[str]
+) -> dict[tuple[str, str], dict[str, float]]:
+    """``{(profile, measure): {qid: value}}`` over the evaluated rows, in one pass."""
+    out: dict[tuple[str, str], dict[str, float]] = {(p, m): {} for p in profiles for m in measures}
     for row in rows:
         if not evaluated(row):
             continue
-        data = row["profiles"].get(profile)
-        if data is None:
-            continue
-        v = _finite(data["measures"].get(measure))
-        if v is not None:
-            out[row["qid"]] = v
+        qid = row["qid"]
+        for p in profiles:
+            data = row["profiles"].get(p)
+            if data is None:
+                continue
+            values = data["measures"]
+            for m in measures:
+                v = values.get(m)
+                if v is not None and math.isfinite(v):
+                    out[(p, m)][qid] = float(v)
     return out
 
 
@@ -120,24 +127,30 @@ def build(
             unavailable.setdefault(p, reason)
     available = [p for p in cfg.profiles if p not in unavailable]
 
-    cells = _intervals(
-        {(p, m): _values(ordered, p, m) for p in available for m in cfg.measures}, cfg
-    )
+    columns = _columns(ordered, available, cfg.measures)
+    cells = _intervals(columns, cfg)
     classes_seen = sorted({r["class"] for r in ordered})
-    class_cells = _intervals(
-        {
-            (p, cls): _values([r for r in ordered if r["class"] == cls], p, CLASS_MEASURE)
-            for p in available
-            for cls in classes_seen
-        },
-        cfg,
-    )
+    class_of = {r["qid"]: r["class"] for r in ordered}
+    class_columns: dict[tuple[str, str], dict[str, float]] = {
+        (p, cls): {} for p in available for cls in classes_seen
+    }
+    for p in available:
+        for qid, v in columns.get((p, CLASS_MEASURE), {}).items():
+            class_columns[(p, class_of[qid])][qid] = v
+    class_cells = _intervals(class_columns, cfg)
+    # (profile, class) -> evaluated queries; class "" counts every class.
+    n_evaluated: dict[tuple[str, str], int] = {}
+    for r in ordered:
+        if evaluated(r):
+            for p in r["profiles"]:
+                for key in ((p, ""), (p, r["class"])):
+                    n_evaluated[key] = n_evaluated.get(key, 0) + 1
     profiles: dict[str, Any] = {}
     for p in cfg.profiles:
         entry: dict[str, Any] = {"available": p in available, "reason": unavailable.get(p)}
         if p in available:
             entry["measures"] = {m: cells[(p, m)] for m in cfg.measures}
-            entry["evaluated"] = sum(1 for r in ordered if evaluated(r) and p in r["profiles"])
+            entry["evaluated"] = n_evaluated.get((p, ""), 0)
             answered = {r["qid"]: r["profiles"][p]["ids"] for r in ordered if p in r["profiles"]}
             nra = metrics.no_result_accuracy(
                 answered, [r["qid"] for r in ordered if r["unanswerable"] and r["qid"] in answered]
@@ -184,13 +197,13 @@ def build(
             ]
             per_class[cls] = {
                 "queries": len(members),
-                "evaluated": sum(1 for r in members if evaluated(r) and p in r["profiles"]),
+                "evaluated": n_evaluated.get((p, cls), 0),
                 CLASS_MEASURE: class_cells[(p, cls)],
                 "no_result_accuracy": (sum(empty_ok) / len(empty_ok)) if empty_ok else None,
             }
         classes[p] = per_class
 
-    comparisons = _comparisons(ordered, available, cfg)
+    comparisons = _comparisons(columns, available, cfg)
 
     queries: dict[str, Any] = {}
     base_queries = ((baseline or {}).get("profiles") or {}).get(cfg.gated_profile) or {}
@@ -206,7 +219,8 @@ def build(
             "profiles": {
                 p: {
                     "ids": d["ids"],
-                    "measures": {m: _finite(v) for m, v in d["measures"].items()},
+                    # finite floats already (fill_measures leaves undefined values out)
+                    "measures": d["measures"],
                     "violations": d["violations"],
                     "constraint_breaks": d["constraint_breaks"],
                     "applied_filters": d["applied"],
@@ -382,35 +396,50 @@ def _ledger_lines(report: Mapping[str, Any]) -> list[str]:
 
 
 def _comparisons(
-    ordered: Sequence[Mapping[str, Any]], available: Sequence[str], cfg: SearchEvalConfig
+    columns: Mapping[tuple[str, str], Mapping[str, float]],
+    available: Sequence[str],
+    cfg: SearchEvalConfig,
 ) -> list[dict[str, Any]]:
-    from .stats import holm, paired_randomization_test
+    """Paired randomization tests of every profile pair on the gated measures. Comparisons
+    over the same queries share one sign matrix (:func:`stats.paired_randomization_tests`)."""
+    from .stats import holm, paired_randomization_tests
 
     out: list[dict[str, Any]] = []
-    raw: dict[str, float] = {}
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for a, b in combinations(available, 2):
         for m in GATED_MEASURES:
-            va, vb = _values(ordered, a, m), _values(ordered, b, m)
-            common = sorted(set(va) & set(vb))
+            va, vb = columns.get((a, m), {}), columns.get((b, m), {})
+            common = tuple(sorted(set(va) & set(vb)))
             if len(common) < 2:
                 continue
             xs = [va[q] for q in common]
             ys = [vb[q] for q in common]
-            p = float(paired_randomization_test(xs, ys, permutations=cfg.permutations, seed=SEED))
-            key = f"{a} vs {b} {m}"
-            raw[key] = p
-            out.append(
-                {
-                    "a": a,
-                    "b": b,
-                    "measure": m,
-                    "n": len(common),
-                    "mean_a": sum(xs) / len(xs),
-                    "mean_b": sum(ys) / len(ys),
-                    "mean_diff": (sum(xs) - sum(ys)) / len(xs),
-                    "p": p,
-                }
-            )
+            entry: dict[str, Any] = {
+                "a": a,
+                "b": b,
+                "measure": m,
+                "n": len(common),
+                "mean_a": sum(xs) / len(xs),
+                "mean_b": sum(ys) / len(ys),
+                "mean_diff": (sum(xs) - sum(ys)) / len(xs),
+                "p": None,
+                "_xy": (xs, ys),
+            }
+            out.append(entry)
+            groups.setdefault(common, []).append(entry)
+    for entries in groups.values():
+        xs_cols = [e["_xy"][0] for e in entries]
+        ys_cols = [e["_xy"][1] for e in entries]
+        ps = paired_randomization_tests(
+            [list(r) for r in zip(*xs_cols, strict=True)],
+            [list(r) for r in zip(*ys_cols, strict=True)],
+            permutations=cfg.permutations,
+            seed=SEED,
+        )
+        for e, p in zip(entries, ps, strict=True):
+            e["p"] = float(p)
+            del e["_xy"]
+    raw = {f"{e['a']} vs {e['b']} {e['measure']}": float(e["p"]) for e in out}
     adjusted = holm(raw) if raw else {}
     for entry in out:
         entry["p_holm"] = float(adjusted[f"{entry['a']} vs {entry['b']} {entry['measure']}"])

@@ -24,6 +24,7 @@ __all__ = [
     "holm",
     "manifest",
     "paired_randomization_test",
+    "paired_randomization_tests",
 ]
 
 DEFAULT_SEED = 20261130
@@ -139,7 +140,7 @@ def paired_randomization_test(
     p = #{|mean(s d)| >= T} / 2^n exactly; otherwise ``permutations`` random sign vectors are
     drawn (seeded) and p = (#{|mean(s d)| >= T} + 1) / (permutations + 1), which never returns 0
     (Phipson and Smyth, 2010). A small tolerance counts statistics equal to T up to rounding.
-    All differences zero gives p = 1.
+    All differences zero gives p = 1. Equals ``paired_randomization_tests`` on one column.
     """
     x = _values(a, "paired_randomization_test: a")
     y = _values(b, "paired_randomization_test: b")
@@ -148,27 +149,58 @@ def paired_randomization_test(
             f"paired_randomization_test: a has {x.size} values and b has {y.size}; "
             "the test needs one pair per query"
         )
+    return paired_randomization_tests(x[:, None], y[:, None], permutations=permutations, seed=seed)[
+        0
+    ]
+
+
+def paired_randomization_tests(
+    a: Sequence[Sequence[float]] | FloatArray,
+    b: Sequence[Sequence[float]] | FloatArray,
+    *,
+    permutations: int = 10_000,
+    seed: int = DEFAULT_SEED,
+) -> list[float]:
+    """:func:`paired_randomization_test` of every column pair of two (n x k) matrices at once.
+
+    The k comparisons (profile pairs, measures) over the same n queries share one sign matrix
+    (``permutations`` x n, or the 2^n enumeration): the draws happen once and every column's
+    statistic comes from one matrix product. Each p-value is the one the single-column test
+    gives with the same seed (the draw sequence does not depend on k).
+    """
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    if x.ndim != 2 or x.shape != y.shape or x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(
+            f"paired_randomization_tests: expected two (n, k) matrices of one shape, got "
+            f"{x.shape} and {y.shape}"
+        )
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("paired_randomization_tests: every value must be finite")
     if permutations < 1:
         raise ValueError("paired_randomization_test: permutations must be positive")
     d = x - y
-    n = d.size
-    observed = abs(d.sum())
-    tol = 1e-12 * max(1.0, float(np.abs(d).sum()))
-    if observed <= tol:
-        return 1.0
+    n, k = d.shape
+    observed = np.abs(d.sum(axis=0))
+    tol = 1e-12 * np.maximum(1.0, np.abs(d).sum(axis=0))
+    trivial = observed <= tol
+    if trivial.all():
+        return [1.0] * k
     if n <= 20 and 2**n <= permutations:
         codes = np.arange(2**n, dtype=np.int64)[:, None]
         signs = 1.0 - 2.0 * ((codes >> np.arange(n)) & 1)
-        hits = int(np.count_nonzero(np.abs(signs @ d) >= observed - tol))
-        return float(hits / 2**n)
+        hits = np.count_nonzero(np.abs(signs @ d) >= observed - tol, axis=0)
+        exact = hits / 2**n
+        return [1.0 if trivial[j] else float(exact[j]) for j in range(k)]
     rng = np.random.default_rng(seed)
-    hits = 0
+    hits = np.zeros(k, dtype=np.int64)
     step = max(1, 4_000_000 // n)
     for lo in range(0, permutations, step):
         m = min(step, permutations - lo)
         flips = rng.integers(0, 2, size=(m, n), dtype=np.int8).astype(np.float64) * 2.0 - 1.0
-        hits += int(np.count_nonzero(np.abs(flips @ d) >= observed - tol))
-    return (hits + 1) / (permutations + 1)
+        hits += np.count_nonzero(np.abs(flips @ d) >= observed - tol, axis=0)
+    sampled = (hits + 1) / (permutations + 1)
+    return [1.0 if trivial[j] else float(sampled[j]) for j in range(k)]
 
 
 def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
