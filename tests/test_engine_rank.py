@@ -198,3 +198,40 @@ def test_document_records_are_validated_with_the_field_named() -> None:
         document_from_record({"id": "a", "x402": []})
     with pytest.raises(ValueError, match="'fields'"):
         document_from_record({"id": "a", "fields": "tags"})
+
+
+def test_osa_counts_a_transposition_as_one_edit() -> None:
+    from pytest_searcheval.engine.title import osa, sim
+
+    assert osa("scrpae", "scrape") == 1
+    assert osa("outlok", "outlook") == 1
+    assert osa("kitten", "sitting") == 3
+    assert sim("outlok", "outlook") == pytest.approx(1 - 1 / 7)
+    assert sim("chat", "char") == pytest.approx(0.75)
+    assert sim("hub", "hug") == 0.0  # short tokens must match exactly
+    assert sim("search", "archive") == 0.0
+
+
+def test_title_match_prefers_the_whole_name_and_penalises_repeats() -> None:
+    from pytest_searcheval.engine.title import TitleIndex, boost
+
+    idx = TitleIndex()
+    idx.add("search", "Headline Hub Search")
+    idx.add("archive", "Headline Hub Archive")
+    idx.add("stuffed", "Headline Hub Search Headline Hub Search Headline Hub Search")
+    idx.add("chat", "Cortex Chat")
+    idx.add("long", "Cortex Chat Long Context")
+    m = idx.match("Headline Hub Search")
+    assert m["search"] == pytest.approx(1.0)
+    assert m["archive"] == pytest.approx(2 / 3)
+    assert m["stuffed"] == pytest.approx(1 / 3)  # 3 distinct of 9 tokens
+    m = idx.match("Cortex Chat by Cortex Relay")
+    assert m["chat"] == pytest.approx(1.0) and m["long"] == pytest.approx(0.5)
+    assert idx.match("headlne hub serch")["search"] > idx.match("headlne hub serch")["archive"]
+    assert boost(0.5, 0.5) == 0.0 and boost(1.0, 0.5) == 1.0
+    assert boost(0.75, 0.5) == pytest.approx(0.5)
+    idx.remove("search")
+    assert "search" not in idx.match("Headline Hub Search")
+    clone = idx.copy()
+    clone.add("search", "Headline Hub Search")
+    assert "search" not in idx.match("Headline Hub Search")

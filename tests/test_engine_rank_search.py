@@ -510,3 +510,8 @@ def test_delete_is_a_tombstone_that_moves_no_other_listing(engine: Engine) -> No
         assert "weather-1" not in _ids(clone.search("storm alerts", profile="lexical"))
     finally:
         clone.close()
+
+
+def test_title_match_finds_a_misspelled_name_in_hybrid(engine: Engine) -> None:
+    assert _ids(engine.search("Transcrbie Pro", profile="hybrid", limit=3))[0] == "speech-0"
+    assert _ids(engine.search("Doc Translater", profile="hybrid", limit=3))[0] == "translate-1"

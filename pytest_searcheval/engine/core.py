@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_searcheval.collection_model import Asset, Collection, Document
-from pytest_searcheval.engine import bm25, dense, fusion, index, threshold
+from pytest_searcheval.engine import bm25, dense, fusion, index, threshold, title
 from pytest_searcheval.engine.bm25 import BM25FParams
 from pytest_searcheval.engine.dense import DenseParams
 from pytest_searcheval.engine.embed import Embedder
@@ -86,6 +86,8 @@ class EngineSettings:
                 "prior_gamma": self.fusion.prior_gamma,
                 "depth": self.fusion.depth,
                 "candidate_depth": self.fusion.candidate_depth,
+                "title_weight": self.fusion.title_weight,
+                "title_threshold": self.fusion.title_threshold,
             },
             "no_result": None
             if self.no_result is None
@@ -214,6 +216,7 @@ class Engine:
         self._docs: dict[str, Document] = {}
         #: deleted ids awaiting ``reindex()``: removed from every result, kept in statistics
         self._tombstones: set[str] = set()
+        self._titles = title.TitleIndex()
         self._priors: dict[str, float] = {}
         self._df_cache: dict[str, int] = {}
         self._executor = ThreadPoolExecutor(
@@ -350,6 +353,7 @@ class Engine:
             t2 = time.perf_counter()
             for doc in docs:
                 self._docs[doc.id] = doc
+                self._titles.add(doc.id, doc.title)
             self._refresh_priors()
             self._maybe_hnsw(conn)
         self.timings.update(
@@ -466,6 +470,7 @@ class Engine:
                 self._write(conn, [doc], vec)
                 self._refresh_stats(conn)
             self._docs[doc.id] = doc
+            self._titles.add(doc.id, doc.title)
             self._tombstones.discard(doc.id)
             self._refresh_priors()
             self._maybe_hnsw(conn)
@@ -500,6 +505,7 @@ class Engine:
             self._hnsw = False
             self._docs.clear()
             self._tombstones.clear()
+            self._titles.clear()
             self._seed(docs)
 
     def clone(self) -> Engine:
@@ -534,6 +540,7 @@ class Engine:
                     conn.execute("ANALYZE")
                 clone._docs = dict(self._docs)
                 clone._tombstones = set(self._tombstones)
+                clone._titles = self._titles.copy()
                 clone._refresh_priors()
                 clone._maybe_hnsw(conn)
         except BaseException:
@@ -754,6 +761,7 @@ class Engine:
                 self.settings.fusion,
                 self._priors,
                 depth=depth,
+                title_match=self._titles.match(text) if self.settings.fusion.title_weight else None,
             )
             if profile == "hybrid_rerank":
                 ranked = self._rerank(text, ranked)

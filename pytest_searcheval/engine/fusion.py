@@ -40,6 +40,11 @@ class FusionParams:
     #: Filter monotonicity holds exactly within this depth; a filter whose listings all rank
     #: below it in both lists returns nothing.
     candidate_depth: int = 1000
+    #: title-match boost (engine/title.py), fused(d) += title_weight * boost(title_match(q, d)),
+    #: boost = max(0, (m - title_threshold) / (1 - title_threshold)); 0 disables it. 0.1 and
+    #: 0.5 were chosen on the shipped dev split (docs/engine.md).
+    title_weight: float = 0.1
+    title_threshold: float = 0.5
 
     def __post_init__(self) -> None:
         if self.k < 0:
@@ -82,6 +87,7 @@ def rrf(
     priors: Mapping[str, float] | None = None,
     *,
     depth: int | None = None,
+    title_match: Mapping[str, float] | None = None,
 ) -> list[tuple[str, float]]:
     """Fused (doc_id, score) pairs, best first; ties broken by doc id for determinism.
 
@@ -96,6 +102,13 @@ def rrf(
             continue
         for rank, doc_id in enumerate(ranking[:cut], start=1):
             scores[doc_id] = scores.get(doc_id, 0.0) + weight / (params.k + rank)
+    if title_match and params.title_weight > 0:
+        from pytest_searcheval.engine.title import boost
+
+        for doc_id, m in title_match.items():
+            b = boost(m, params.title_threshold)
+            if b > 0:
+                scores[doc_id] = scores.get(doc_id, 0.0) + params.title_weight * b
     if priors:
         eps = params.prior_eps
         for doc_id in scores:

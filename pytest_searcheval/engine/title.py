@@ -1,0 +1,142 @@
+"""Title (name) match: how completely a listing's name appears in the query, typo-tolerant.
+
+Known-item queries name a listing ("Headline Hub Search", "nimbus outlok"); BM25F and the
+bi-encoder both spread that evidence over siblings that share most of the name ("Headline Hub
+Archive"). This signal scores the name itself.
+
+Tokens: ``index.tokenize`` (NFKC, casefold, accents stripped, split on non-alphanumerics) minus
+``index.STOPWORDS``, not stemmed (names match as written). For a title token ``t`` and a query
+token ``u``::
+
+    sim(t, u) = 1                                   if t == u
+              = 1 - osa(t, u) / max(|t|, |u|)       if both have >= 4 characters and that >= 0.75
+              = 0                                   otherwise
+
+where ``osa`` is the optimal-string-alignment distance (Levenshtein plus adjacent transposition,
+so "scrpae" -> "scrape" costs 1). With ``T`` the title's token list (repeats kept) and ``Q`` the
+query's::
+
+    title_match(q, d) = sum_{t in distinct(T)} max_{u in Q} sim(t, u) / |T|
+
+i.e. the share of the name found in the query, times the title's uniqueness
+``|distinct(T)| / |T|``: a title that repeats its words (keyword stuffing, "Nimbus Outlook Nimbus
+Outlook ...") cannot reach 1. A name contained in a longer query ("Cortex Chat by Cortex Relay")
+scores 1. Computed in memory from a token -> documents index and a padded-trigram -> token index
+of the title vocabulary (the embedded PostgreSQL ships without pg_trgm), so only tokens sharing a
+trigram with a query token are compared.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pytest_searcheval.engine import index
+
+MIN_FUZZY_LEN = 4
+MIN_SIM = 0.75
+
+
+def name_tokens(text: str) -> list[str]:
+    return [t for t in index.tokenize(text) if t not in index.STOPWORDS]
+
+
+def osa(a: str, b: str) -> int:
+    """Optimal string alignment distance (restricted Damerau-Levenshtein)."""
+    if a == b:
+        return 0
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[len(b)]
+
+
+def sim(t: str, u: str) -> float:
+    """Token similarity (see the module docstring)."""
+    if t == u:
+        return 1.0
+    if min(len(t), len(u)) < MIN_FUZZY_LEN or abs(len(t) - len(u)) > 2:
+        return 0.0
+    value = 1.0 - osa(t, u) / max(len(t), len(u))
+    return value if value >= MIN_SIM else 0.0
+
+
+def _trigrams(token: str) -> set[str]:
+    padded = f"  {token} "
+    return {padded[i : i + 3] for i in range(len(padded) - 2)}
+
+
+class TitleIndex:
+    """Title tokens of every indexed document; ``match`` scores a query against all of them."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, list[str]] = {}
+        self._postings: dict[str, set[str]] = defaultdict(set)
+        self._grams: dict[str, set[str]] = defaultdict(set)
+
+    def copy(self) -> TitleIndex:
+        other = TitleIndex()
+        other._tokens = dict(self._tokens)
+        for k, v in self._postings.items():
+            other._postings[k] = set(v)
+        for k, v in self._grams.items():
+            other._grams[k] = set(v)
+        return other
+
+    def add(self, doc_id: str, title: str) -> None:
+        self.remove(doc_id)
+        tokens = name_tokens(title)
+        self._tokens[doc_id] = tokens
+        for t in set(tokens):
+            self._postings[t].add(doc_id)
+            for g in _trigrams(t):
+                self._grams[g].add(t)
+
+    def remove(self, doc_id: str) -> None:
+        # Vocabulary entries are left behind: a stale token only costs one comparison.
+        for t in set(self._tokens.pop(doc_id, [])):
+            self._postings[t].discard(doc_id)
+
+    def clear(self) -> None:
+        self._tokens.clear()
+        self._postings.clear()
+        self._grams.clear()
+
+    def tokens(self, doc_id: str) -> list[str]:
+        return self._tokens.get(doc_id, [])
+
+    def match(self, query: str) -> dict[str, float]:
+        """``title_match(query, d)`` for every document with a positive score."""
+        q_tokens = set(name_tokens(query))
+        best: dict[str, dict[str, float]] = defaultdict(dict)  # doc -> title token -> sim
+        for u in q_tokens:
+            similar: dict[str, float] = {}
+            if u in self._postings:
+                similar[u] = 1.0
+            if len(u) >= MIN_FUZZY_LEN:
+                seen: set[str] = set()
+                for g in _trigrams(u):
+                    seen.update(self._grams.get(g, ()))
+                for t in seen - {u}:
+                    s = sim(t, u)
+                    if s > 0:
+                        similar[t] = s
+            for t, s in similar.items():
+                for d in self._postings.get(t, ()):
+                    if s > best[d].get(t, 0.0):
+                        best[d][t] = s
+        return {d: sum(found.values()) / len(self._tokens[d]) for d, found in best.items() if found}
+
+
+def boost(score: float, threshold: float) -> float:
+    """``max(0, (title_match - threshold) / (1 - threshold))``: 0 below the threshold, 1 for
+    the whole name."""
+    if score <= threshold:
+        return 0.0
+    return (score - threshold) / (1.0 - threshold) if threshold < 1.0 else 1.0
