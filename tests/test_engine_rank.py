@@ -235,3 +235,53 @@ def test_title_match_prefers_the_whole_name_and_penalises_repeats() -> None:
     clone = idx.copy()
     clone.add("search", "Headline Hub Search")
     assert "search" not in idx.match("Headline Hub Search")
+
+
+def test_stuffing_penalty_spares_prose_and_hits_repeated_terms() -> None:
+    from pytest_searcheval.engine.dedup import DedupParams, stuffing_penalty
+
+    p = DedupParams()
+    prose = "Daily weather forecast for any city: temperature, rain, wind and humidity."
+    assert stuffing_penalty("Skyline Daily Forecast", prose, p) == 0.0
+    stuffed = " ".join(["skyline daily forecast"] * 15) + " " + prose
+    assert stuffing_penalty("Skyline Daily Forecast", stuffed, p) == 1.0
+    # u = 0.55 (11 distinct of 20): halfway between u_lo = 0.4 and u_hi = 0.7
+    half = " ".join([f"w{i}" for i in range(10)] + ["rain"] * 10)
+    assert stuffing_penalty("x", half, p) == pytest.approx((0.7 - 11 / 20) / 0.3)
+
+
+def test_near_duplicates_collapse_to_the_name_owner() -> None:
+    import numpy as np
+
+    from pytest_searcheval.engine.dedup import (
+        DedupParams,
+        DuplicateGroups,
+        establishment,
+        owns_name,
+    )
+
+    e1 = np.array([1.0, 0.0, 0.0])
+    e_close = np.array([0.95, np.sqrt(1 - 0.95**2), 0.0])  # cos 0.95
+    e_far = np.array([0.6, 0.8, 0.0])  # cos 0.6
+    vecs = {"orig": e1, "mirror": e_close, "sibling": e_close, "other": e_far}
+    titles = {
+        "orig": "Coinpulse Spot",
+        "mirror": "Coinpulse Spot Mirror",  # Jaccard 2/3 with orig
+        "sibling": "Coinpulse History",  # Jaccard 1/3: not linked despite cos 0.95
+        "other": "Coinpulse Spot",  # same title but cos 0.6: not linked
+    }
+    groups = DuplicateGroups()
+    groups.update(list(titles), titles, lambda ids: {i: vecs[i] for i in ids}, DedupParams())
+    assert groups.links["orig"] == {"mirror"} and not groups.links["sibling"]
+    owner = {
+        "orig": owns_name("Coinpulse Spot", "https://api.coinpulse.example/v1/spot", None),
+        "mirror": owns_name("Coinpulse Spot Mirror", "https://api.cachepoint.example/x", None),
+    }
+    assert owner == {"orig": 1, "mirror": 0}
+    settlements = {"orig": 10, "mirror": 5000}  # the mirror sells more, the original owns the name
+    groups.assign(
+        lambda d: establishment({"settlements": settlements.get(d, 0)}, 0, d, owner.get(d, 0))
+    )
+    assert groups.rep["mirror"] == "orig"
+    ranked = [("mirror", 0.9), ("other", 0.5), ("orig", 0.4), ("sibling", 0.3)]
+    assert groups.collapse(ranked) == [("orig", 0.9), ("other", 0.5), ("sibling", 0.3)]

@@ -515,3 +515,37 @@ def test_delete_is_a_tombstone_that_moves_no_other_listing(engine: Engine) -> No
 def test_title_match_finds_a_misspelled_name_in_hybrid(engine: Engine) -> None:
     assert _ids(engine.search("Transcrbie Pro", profile="hybrid", limit=3))[0] == "speech-0"
     assert _ids(engine.search("Doc Translater", profile="hybrid", limit=3))[0] == "translate-1"
+
+
+def test_stuffed_and_near_duplicate_copies_do_not_displace_the_original(engine: Engine) -> None:
+    original = engine._docs["weather-0"]
+    assert original.x402 is not None
+    copies = [
+        {
+            "id": "weather-0~stuffed",
+            "title": "Skyline Daily Forecast " * 3,
+            "text": "Skyline Daily Forecast " * 15 + original.text,
+            "x402": {**original.x402, "resource": "https://copy-one.example/v1/f"},
+            "sidecar": {"settlements": 0, "liveness": "live"},
+        },
+        {
+            "id": "weather-0~near-duplicate",
+            "title": original.title,
+            "text": original.text + " Mirrored listing of the same service.",
+            "x402": {**original.x402, "resource": "https://copy-two.example/v1/f"},
+            "sidecar": {"settlements": 0, "liveness": "live"},
+        },
+    ]
+    clone = engine.clone()
+    try:
+        for record in copies:
+            clone.upsert(record)
+        ids = _ids(clone.search("Skyline Daily Forecast", profile="hybrid", limit=10))
+        assert ids[0] == "weather-0"
+        assert "weather-0~near-duplicate" not in ids  # collapsed into the original
+        # the copies still exist for the pure baselines
+        assert "weather-0~near-duplicate" in _ids(
+            clone.search("Skyline Daily Forecast", profile="lexical", limit=10)
+        )
+    finally:
+        clone.close()

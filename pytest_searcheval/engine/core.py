@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_searcheval.collection_model import Asset, Collection, Document
-from pytest_searcheval.engine import bm25, dense, fusion, index, threshold, title
+from pytest_searcheval.engine import bm25, dedup, dense, fusion, index, threshold, title
 from pytest_searcheval.engine.bm25 import BM25FParams
 from pytest_searcheval.engine.dense import DenseParams
 from pytest_searcheval.engine.embed import Embedder
@@ -54,6 +54,7 @@ class EngineSettings:
     bm25: BM25FParams = field(default_factory=BM25FParams)
     dense: DenseParams = field(default_factory=DenseParams)
     fusion: FusionParams = field(default_factory=FusionParams)
+    dedup: dedup.DedupParams = field(default_factory=dedup.DedupParams)
     #: per-profile no-result rules (an absent profile is never cut; ``{}`` disables the cut).
     #: ``None``: fit them at start on the collection's dev split (``Engine.calibrate``) when it
     #: has both no-result and answerable queries, else no cut.
@@ -89,6 +90,7 @@ class EngineSettings:
                 "title_weight": self.fusion.title_weight,
                 "title_threshold": self.fusion.title_threshold,
             },
+            "dedup": dataclasses.asdict(self.dedup),
             "no_result": None
             if self.no_result is None
             else {p: dataclasses.asdict(r) for p, r in sorted(self.no_result.items())},
@@ -217,6 +219,10 @@ class Engine:
         #: deleted ids awaiting ``reindex()``: removed from every result, kept in statistics
         self._tombstones: set[str] = set()
         self._titles = title.TitleIndex()
+        self._groups = dedup.DuplicateGroups()
+        self._stuffing: dict[str, float] = {}
+        #: order in which each id was first indexed (kept across reindex): the collapse tie-break
+        self._seq: dict[str, int] = {}
         self._priors: dict[str, float] = {}
         self._df_cache: dict[str, int] = {}
         self._executor = ThreadPoolExecutor(
@@ -355,6 +361,7 @@ class Engine:
                 self._docs[doc.id] = doc
                 self._titles.add(doc.id, doc.title)
             self._refresh_priors()
+            self._index_adversarial(conn, docs)
             self._maybe_hnsw(conn)
         self.timings.update(
             embed_seconds=t1 - t0, write_seconds=t2 - t1, index_seconds=time.perf_counter() - t0
@@ -443,6 +450,44 @@ class Engine:
         top = fusion.max_settlements([d.sidecar for d in self._docs.values()])
         self._priors = {i: fusion.prior_signal(d.sidecar, top) for i, d in self._docs.items()}
 
+    def _index_adversarial(self, conn: psycopg.Connection[Any], docs: Sequence[Document]) -> None:
+        """Stuffing penalties and near-duplicate groups for ``docs`` (engine/dedup.py)."""
+        params = self.settings.dedup
+        for doc in docs:
+            self._seq.setdefault(doc.id, len(self._seq))
+            self._stuffing[doc.id] = dedup.stuffing_penalty(doc.title, doc.text, params)
+        if not params.collapse:
+            return
+
+        def vectors(ids: Sequence[str]) -> dict[str, Any]:
+            import numpy as np
+
+            rows = conn.execute(
+                "SELECT doc_id, embedding::text FROM embeddings WHERE doc_id = ANY(%s)",
+                (list(ids),),
+            ).fetchall()
+            out: dict[str, Any] = {}
+            for doc_id, text in rows:
+                vec = np.asarray(json.loads(text), dtype=np.float64)
+                norm = float(np.linalg.norm(vec))
+                if norm > 0:
+                    out[str(doc_id)] = vec / norm
+            return out
+
+        self._groups.update([d.id for d in docs], {d.id: d.title for d in docs}, vectors, params)
+        self._groups.assign(self._establishment)
+
+    def _establishment(self, doc_id: str) -> tuple[int, int, float, int, str]:
+        doc = self._docs[doc_id]
+        resource = (doc.x402 or {}).get("resource")
+        provider = doc.fields.get("provider")
+        owner = dedup.owns_name(
+            doc.title,
+            resource if isinstance(resource, str) else None,
+            provider if isinstance(provider, str) else None,
+        )
+        return dedup.establishment(doc.sidecar, self._seq.get(doc_id, 0), doc_id, owner)
+
     def _maybe_hnsw(self, conn: psycopg.Connection[Any]) -> None:
         if len(self._docs) < self.settings.dense.exact_below:
             if self._hnsw:
@@ -473,6 +518,7 @@ class Engine:
             self._titles.add(doc.id, doc.title)
             self._tombstones.discard(doc.id)
             self._refresh_priors()
+            self._index_adversarial(conn, [doc])
             self._maybe_hnsw(conn)
 
     def delete(self, doc_id: str) -> bool:
@@ -506,6 +552,8 @@ class Engine:
             self._docs.clear()
             self._tombstones.clear()
             self._titles.clear()
+            self._groups.clear()
+            self._stuffing.clear()
             self._seed(docs)
 
     def clone(self) -> Engine:
@@ -541,6 +589,9 @@ class Engine:
                 clone._docs = dict(self._docs)
                 clone._tombstones = set(self._tombstones)
                 clone._titles = self._titles.copy()
+                clone._groups = self._groups.copy()
+                clone._stuffing = dict(self._stuffing)
+                clone._seq = dict(self._seq)
                 clone._refresh_priors()
                 clone._maybe_hnsw(conn)
         except BaseException:
@@ -660,6 +711,17 @@ class Engine:
         query = _sql.SQL("SELECT d.id AS doc_id FROM documents d WHERE ") + _sql.SQL(fragment)
         return query, dict(params)
 
+    def _adversarial(self, ranked: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        """Stuffing penalty, then near-duplicate collapse (engine/dedup.py); both pointwise in
+        the listing, applied before any restriction so that filters and deletes only remove."""
+        weight = self.settings.dedup.stuffing_weight
+        if weight > 0:
+            ranked = [(d, s * (1.0 - weight * self._stuffing.get(d, 0.0))) for d, s in ranked]
+            ranked.sort(key=lambda item: (-item[1], item[0]))
+        if self.settings.dedup.collapse:
+            ranked = self._groups.collapse(ranked)
+        return ranked
+
     def _satisfying(self, applied: Any, ids: Sequence[str]) -> set[str]:
         """The ids among ``ids`` whose listing satisfies the hard filters ``applied``."""
         if not ids:
@@ -763,6 +825,7 @@ class Engine:
                 depth=depth,
                 title_match=self._titles.match(text) if self.settings.fusion.title_weight else None,
             )
+            ranked = self._adversarial(ranked)
             if profile == "hybrid_rerank":
                 ranked = self._rerank(text, ranked)
             if applied:
