@@ -549,3 +549,30 @@ def test_stuffed_and_near_duplicate_copies_do_not_displace_the_original(engine: 
         )
     finally:
         clone.close()
+
+
+def test_clone_analyses_only_its_own_tables(engine: Engine) -> None:
+    import psycopg
+
+    with psycopg.connect(engine.dsn, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS searcheval_test_bystander")
+        conn.execute("DROP TABLE IF EXISTS searcheval_test_bystander.t")
+        conn.execute("CREATE TABLE searcheval_test_bystander.t AS SELECT generate_series(1, 50) x")
+        try:
+            clone = engine.clone()
+            try:
+                rows = dict(
+                    conn.execute(
+                        "SELECT n.nspname || '.' || c.relname, c.reltuples FROM pg_class c"
+                        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                        " WHERE (n.nspname = %s AND c.relname = 'documents')"
+                        " OR (n.nspname = 'searcheval_test_bystander' AND c.relname = 't')",
+                        (clone.schema_name,),
+                    ).fetchall()
+                )
+            finally:
+                clone.close()
+        finally:
+            conn.execute("DROP SCHEMA searcheval_test_bystander CASCADE")
+    assert rows[f"{clone.schema_name}.documents"] == len(engine._docs)  # analysed
+    assert rows["searcheval_test_bystander.t"] == -1  # never analysed: not ours

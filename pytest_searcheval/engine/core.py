@@ -41,6 +41,16 @@ if TYPE_CHECKING:
 
 PROFILES: tuple[str, ...] = ("lexical", "semantic", "hybrid", "hybrid_rerank")
 MAX_LIMIT = 1000
+#: the engine's data tables (engine/migrations), in foreign-key order for copying
+INDEX_TABLES: tuple[str, ...] = (
+    "documents",
+    "payment_options",
+    "extensions",
+    "terms",
+    "doc_lengths",
+    "field_stats",
+    "embeddings",
+)
 
 
 class ProfileUnavailable(RuntimeError):
@@ -571,21 +581,18 @@ class Engine:
         try:
             with self._write_lock, clone._schema.connection() as conn:
                 with conn.transaction():
-                    for table in (
-                        "documents",
-                        "payment_options",
-                        "extensions",
-                        "terms",
-                        "doc_lengths",
-                        "field_stats",
-                        "embeddings",
-                    ):
+                    for table in INDEX_TABLES:
                         conn.execute(
                             _sql.SQL("INSERT INTO {} SELECT * FROM {}").format(
-                                _sql.Identifier(table), _sql.Identifier(self.schema_name, table)
+                                _sql.Identifier(clone.schema_name, table),
+                                _sql.Identifier(self.schema_name, table),
                             )
                         )
-                    conn.execute("ANALYZE")
+                # A bare ANALYZE would analyse every table of the database, the user's too.
+                for table in INDEX_TABLES:
+                    conn.execute(
+                        _sql.SQL("ANALYZE {}").format(_sql.Identifier(clone.schema_name, table))
+                    )
                 clone._docs = dict(self._docs)
                 clone._tombstones = set(self._tombstones)
                 clone._titles = self._titles.copy()
