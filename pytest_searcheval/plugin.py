@@ -150,8 +150,10 @@ class SessionHooks:
             return
         for key, value in report.user_properties:
             if key == ROW_KEY:
-                row = json.loads(str(value))
-                self.state.rows[row["qid"]] = row
+                # Kept as JSON text until the session ends: strings are invisible to the
+                # garbage collector, thousands of parsed rows are not (each collection would
+                # walk them all).
+                self.state.raw_rows.append(str(value))
             elif key == INVARIANT_KEY:
                 inv = json.loads(str(value))
                 self.state.invariants[inv["id"]] = inv
@@ -171,8 +173,14 @@ class SessionHooks:
             payload = {"facts": self.state.facts, "unavailable": self.state.unavailable}
             config.workeroutput[WORKER_OUTPUT_KEY] = json.dumps(payload, default=str)  # type: ignore[attr-defined]
             return
+        import gc
+
         from .plugin_finish import finish
 
+        # Merging and reporting allocate many small objects that all stay alive until the
+        # report is written: collection passes would only walk them again and again.
+        collecting = gc.isenabled()
+        gc.disable()
         # Never raise from a hook: a crash here would hide the test outcomes.
         try:
             outcome = finish(self.state, session)
@@ -185,6 +193,9 @@ class SessionHooks:
             ]
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
             return
+        finally:
+            if collecting:
+                gc.enable()
         self.lines = outcome.lines
         config.stash[OUTCOME_KEY] = outcome.report
         if outcome.failed and session.exitstatus == pytest.ExitCode.OK:

@@ -39,6 +39,7 @@ def merged_facts(state: EvalState) -> dict[str, Any] | None:
 
 def finish(state: EvalState, session: pytest.Session) -> Outcome:
     cfg = state.cfg
+    state.merge_rows()
     if not state.rows and not state.invariants:
         return Outcome(lines=["searcheval: no query test ran; no report written"])
     expected = [q.id for q in state.selected_queries()]

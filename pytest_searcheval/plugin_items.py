@@ -58,10 +58,20 @@ class EvalState:
     latency_ms: dict[tuple[str, str], float] = field(default_factory=dict)
     # Controller side: merged results.
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Row JSON as the reports brought it, in arrival order; :meth:`merge_rows` parses it.
+    raw_rows: list[str] = field(default_factory=list)
     invariants: dict[str, dict[str, Any]] = field(default_factory=dict)
     latency_tests: dict[str, dict[str, Any]] = field(default_factory=dict)
     worker_payloads: dict[str, dict[str, Any]] = field(default_factory=dict)
     query_lines: dict[str, int] = field(default_factory=dict)
+
+    def merge_rows(self) -> dict[str, dict[str, Any]]:
+        """Parse the rows received so far into ``rows`` (a later row of a query wins)."""
+        for raw in self.raw_rows:
+            row = json.loads(raw)
+            self.rows[row["qid"]] = row
+        self.raw_rows.clear()
+        return self.rows
 
     @property
     def collection(self) -> Collection:

@@ -138,7 +138,8 @@ def paired_randomization_test(
     With d_i = a_i - b_i and T = |mean(d)|, each permutation flips the sign of every d_i with
     probability 1/2. When 2^n <= ``permutations`` every sign vector is enumerated and
     p = #{|mean(s d)| >= T} / 2^n exactly; otherwise ``permutations`` random sign vectors are
-    drawn (seeded) and p = (#{|mean(s d)| >= T} + 1) / (permutations + 1), which never returns 0
+    drawn (PCG64 seeded with ``seed``; each sign is one bit of the generator's byte stream) and
+    p = (#{|mean(s d)| >= T} + 1) / (permutations + 1), which never returns 0
     (Phipson and Smyth, 2010). A small tolerance counts statistics equal to T up to rounding.
     All differences zero gives p = 1. Equals ``paired_randomization_tests`` on one column.
     """
@@ -194,11 +195,16 @@ def paired_randomization_tests(
         return [1.0 if trivial[j] else float(exact[j]) for j in range(k)]
     rng = np.random.default_rng(seed)
     hits = np.zeros(k, dtype=np.int64)
+    total = d.sum(axis=0)
     step = max(1, 4_000_000 // n)
     for lo in range(0, permutations, step):
         m = min(step, permutations - lo)
-        flips = rng.integers(0, 2, size=(m, n), dtype=np.int8).astype(np.float64) * 2.0 - 1.0
-        hits += np.count_nonzero(np.abs(flips @ d) >= observed - tol, axis=0)
+        # One random bit per sign, unpacked from the seeded byte stream (8 signs per byte
+        # drawn); with s = 2b - 1, s.d = 2 b.d - sum(d), so the bits enter the product as is.
+        raw = np.frombuffer(rng.bytes((m * n + 7) // 8), dtype=np.uint8)
+        bits = np.unpackbits(raw)[: m * n].reshape(m, n)
+        stats = np.abs(2.0 * (bits.astype(np.float64) @ d) - total)
+        hits += np.count_nonzero(stats >= observed - tol, axis=0)
     sampled = (hits + 1) / (permutations + 1)
     return [1.0 if trivial[j] else float(sampled[j]) for j in range(k)]
 

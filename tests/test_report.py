@@ -110,3 +110,26 @@ def test_invariant_summary_lines() -> None:
         "spurious filters: 3"
     )
     assert invariant_lines(None) == []
+
+
+def test_paired_randomization_tests_share_signs_and_match_the_single_test() -> None:
+    import numpy as np
+
+    from pytest_searcheval.stats import paired_randomization_test, paired_randomization_tests
+
+    rng = np.random.default_rng(4)
+    a = rng.random((120, 3))
+    b = a + rng.normal(0.01, 0.1, (120, 3))
+    b[:, 2] = a[:, 2]  # no difference at all: p = 1 without drawing
+    ps = paired_randomization_tests(a, b, permutations=2000, seed=9)
+    assert ps == [
+        paired_randomization_test(a[:, j], b[:, j], permutations=2000, seed=9) for j in range(3)
+    ]
+    assert ps[2] == 1.0 and 0.0 < ps[0] < 1.0
+    # Exact enumeration for small n, column by column.
+    assert paired_randomization_tests([[1.0, 1.0], [2.0, 1.0], [3.0, 0.0]], [[0.0] * 2] * 3) == [
+        0.25,
+        0.5,
+    ]
+    with pytest.raises(ValueError, match="one shape"):
+        paired_randomization_tests([[1.0]], [[1.0, 2.0]])
