@@ -11,7 +11,9 @@
 3. ``--shipped``: a warm ``pytest --search-eval`` of the collection at the repository root with
    the reference engine (run once first to fill the embedding cache), wall time.
 
-Prints measured numbers only; nothing is asserted.
+Prints measured numbers only; nothing is asserted. Measured numbers (before and after the
+overhead work) are in docs/report.md, "Cost of the plugin per query test": plugin overhead
+0.453 ms per query test (was 1.910 ms on the same benchmark).
 """
 
 from __future__ import annotations
