@@ -75,6 +75,9 @@ def document_frequencies(conn: Connection[Any], terms: Sequence[str]) -> dict[st
     return {str(t): int(n) for t, n in rows}
 
 
+# Scores are rounded to 1e-9: a float sum's last bits depend on the order the plan aggregates
+# in, which changes with the plan (e.g. after autovacuum's ANALYZE); unrounded, equal scores
+# would tie-break differently from one call to the next and rank-based fusion would reorder.
 # The postings of the query terms are MATERIALIZED first (index scan on terms(term, field)),
 # so the planner never starts from doc_lengths and walks every document.
 _SCORE_SQL = """
@@ -98,7 +101,8 @@ WITH q(term, qtf, idf) AS (
     GROUP BY p.doc_id, p.term
 )
 SELECT tf.doc_id,
-       sum(q.qtf * q.idf * tf.wtf * (%(k1)s + 1) / (%(k1)s + tf.wtf)) AS score,
+       round(sum(q.qtf * q.idf * tf.wtf * (%(k1)s + 1) / (%(k1)s + tf.wtf))::numeric, 9)::float8
+           AS score,
        sum(q.idf) AS matched_idf
 FROM tf JOIN q ON q.term = tf.term
 GROUP BY tf.doc_id

@@ -235,6 +235,7 @@ class Engine:
         self._seq: dict[str, int] = {}
         self._priors: dict[str, float] = {}
         self._df_cache: dict[str, int] = {}
+        self._filter_cache: dict[tuple[tuple[str, str], ...], frozenset[str]] = {}
         self._executor = ThreadPoolExecutor(
             max_workers=max(1, settings.pool_max // 2), thread_name_prefix="searcheval-lexical"
         )
@@ -455,8 +456,10 @@ class Engine:
         conn.execute("ANALYZE doc_lengths")
 
     def _refresh_priors(self) -> None:
-        # Every write path ends here, so the df memo is invalidated with it.
+        # Every write path that changes statistics or options ends here, so the memos are
+        # invalidated with it (a delete changes neither: tombstones are applied separately).
         self._df_cache = {}
+        self._filter_cache = {}
         top = fusion.max_settlements([d.sidecar for d in self._docs.values()])
         self._priors = {i: fusion.prior_signal(d.sidecar, top) for i, d in self._docs.items()}
 
@@ -730,13 +733,28 @@ class Engine:
         return ranked
 
     def _satisfying(self, applied: Any, ids: Sequence[str]) -> set[str]:
-        """The ids among ``ids`` whose listing satisfies the hard filters ``applied``."""
+        """The ids among ``ids`` whose listing satisfies the hard filters ``applied``.
+
+        Exact-scan catalogs evaluate the predicate once over every listing and memoise the set
+        per filter combination until the next write; HNSW catalogs check only ``ids``.
+        """
         if not ids:
             return set()
         from psycopg import sql as _sql
 
         x402 = _module("x402")
         fragment, params = x402.to_sql(applied, doc="d", prefix="xf_")
+        if not self._hnsw:
+            key = tuple(sorted(applied.to_dict().items()))
+            found = self._filter_cache.get(key)
+            if found is None:
+                query = _sql.SQL("SELECT d.id FROM documents d WHERE ") + _sql.SQL(fragment)
+                with self._schema.connection() as conn:
+                    found = frozenset(str(r[0]) for r in conn.execute(query, params).fetchall())
+                if len(self._filter_cache) >= 256:
+                    self._filter_cache = {}
+                self._filter_cache[key] = found
+            return set(found)
         query = _sql.SQL("SELECT d.id FROM documents d WHERE d.id = ANY(%(xf_ids)s) AND ") + (
             _sql.SQL(fragment)
         )

@@ -28,6 +28,7 @@ trigram with a query token are compared.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from pytest_searcheval.engine import index
@@ -79,6 +80,16 @@ class TitleIndex:
         self._tokens: dict[str, list[str]] = {}
         self._postings: dict[str, set[str]] = defaultdict(set)
         self._grams: dict[str, set[str]] = defaultdict(set)
+        self._memo: dict[tuple[str, str], float] = {}
+
+    def _sim(self, t: str, u: str) -> float:
+        key = (t, u)
+        value = self._memo.get(key)
+        if value is None:
+            if len(self._memo) >= 100_000:
+                self._memo = {}
+            value = self._memo[key] = sim(t, u)
+        return value
 
     def copy(self) -> TitleIndex:
         other = TitleIndex()
@@ -120,18 +131,29 @@ class TitleIndex:
             if u in self._postings:
                 similar[u] = 1.0
             if len(u) >= MIN_FUZZY_LEN:
-                seen: set[str] = set()
-                for g in _trigrams(u):
-                    seen.update(self._grams.get(g, ()))
-                for t in seen - {u}:
-                    s = sim(t, u)
-                    if s > 0:
-                        similar[t] = s
+                grams = _trigrams(u)
+                shared: dict[str, int] = defaultdict(int)
+                for g in grams:
+                    for t in self._grams.get(g, ()):
+                        shared[t] += 1
+                # One edit destroys at most 3 padded trigrams, and sim >= MIN_SIM allows at most
+                # floor((1 - MIN_SIM) * (|u| + 2)) edits: tokens sharing fewer cannot match.
+                need = len(grams) - 3 * int((1 - MIN_SIM) * (len(u) + 2))
+                for t, n in shared.items():
+                    if t != u and n >= need:
+                        s = self._sim(t, u)
+                        if s > 0:
+                            similar[t] = s
             for t, s in similar.items():
                 for d in self._postings.get(t, ()):
                     if s > best[d].get(t, 0.0):
                         best[d][t] = s
-        return {d: sum(found.values()) / len(self._tokens[d]) for d, found in best.items() if found}
+        # fsum: exact, so the score does not depend on set iteration order
+        return {
+            d: math.fsum(found.values()) / len(self._tokens[d])
+            for d, found in best.items()
+            if found
+        }
 
 
 def boost(score: float, threshold: float) -> float:
