@@ -21,7 +21,8 @@ Baseline file (``baselines/baseline.json``, ``schema_version`` 1)::
 It holds no timestamp, so regenerating it from an unchanged system gives an identical file.
 
 Known-failure ledger: ``known_failures`` records which query tests and invariant cases failed
-when the baseline was written, each with its *reasons*: the failure lines with every free-standing
+when the baseline was written, each with its *reasons*: the failure lines cut before the
+evidence they list (the first ``": "`` outside quotes and brackets) with every free-standing
 number replaced by ``#`` (``known item 'x' expected at rank <= #, found at rank #``), so a known
 item that slips from rank 2 to rank 4 keeps its reason while a different missing item is a new
 one. A later failure whose reasons are all recorded is a known failure (xfail); a new reason, a
@@ -336,9 +337,31 @@ VIOLATION_PREFIX = "hard-filter violation"
 KNOWN_PREFIX = "known failure recorded in the baseline: "
 
 
+def _head(line: str) -> str:
+    """``line`` up to its first ``": "`` outside quotes, brackets and braces: what failed, not
+    the evidence listed after it (which documents reordered, which ranks), so that a failure
+    with the same cause but other examples keeps its reason. The whole line when unbalanced."""
+    depth = 0
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        elif ch == ":" and depth == 0 and line[i + 1 : i + 2] == " ":
+            return line[:i]
+    return line
+
+
 def reason_key(line: str) -> str:
-    """The comparable form of one failure line: numbers become ``#``, spaces collapse."""
-    return " ".join(_NUMBER.sub("#", line.strip()).split())
+    """The comparable form of one failure line: its head (before the first top-level
+    ``": "``), numbers as ``#``, spaces collapsed."""
+    return " ".join(_NUMBER.sub("#", _head(line.strip())).split())
 
 
 def excusable(line: str) -> bool:

@@ -127,8 +127,17 @@ def test_reason_keys_ignore_numbers_not_ids() -> None:
     assert reason_key("known item 'd1' expected at rank <= 1, found at rank 4") == (
         "known item 'd1' expected at rank <= #, found at rank #"
     )
-    assert reason_key("q031 vs q033: RBO 0.0000, Jaccard@10 0.25") == (
-        "q031 vs q033: RBO #, Jaccard@10 #"
+    # The evidence after the first top-level ": " is not part of the reason.
+    assert reason_key("q031 'a: b' vs q033 'c': RBO 0.0000, Jaccard@10 0.25") == (
+        "q031 'a: b' vs q033 'c'"
+    )
+    assert reason_key(
+        'tightening {"type": "mcp"} to {"network": "x", "type": "mcp"} reordered 6 pair(s) '
+        "(at most 0 allowed): a (rank 35) above b (rank 36) became 32 vs 31"
+    ) == ('tightening {"type": "mcp"} to {"network": "x", "type": "mcp"} reordered # pair(s) '
+          "(at most # allowed)")  # fmt: skip
+    assert reason_key("nDCG@10 dropped to 0.1 from baseline 0.9") == (
+        "nDCG@10 dropped to # from baseline #"
     )
     message = "case-x: query q1\nfailed:\n  - first problem 3\n  - second\nranked: 1:d1"
     assert invariant_reasons(message) == ["first problem 3", "second"]
