@@ -348,6 +348,17 @@ def test_hnsw_path_and_recall(pg_server: Any, cache_dir: Path) -> None:
             "historical climate records", profile="semantic", limit=5, filters={"type": "mcp"}
         )
         assert len(filtered["results"]) == 5
+        # HNSW path: the hybrid still ranks unfiltered candidates (to candidate_depth) and
+        # restricts, so a filtered answer is the unfiltered one minus what the filter rejects
+        wide = eng.search("weather alerts", profile="hybrid", limit=100, extract=False)
+        narrow = eng.search(
+            "weather alerts", profile="hybrid", limit=100, filters={"network": TEST}, extract=False
+        )
+        kept = {r["id"] for r in narrow["results"]}
+        assert kept and all(i.endswith("-1") for i in kept)
+        assert [(r["id"], r["score"]) for r in narrow["results"]] == [
+            (r["id"], r["score"]) for r in wide["results"] if r["id"] in kept
+        ]
         # default settings calibrate the no-result rules on the dev split at start
         assert info["no_result"]["status"] == "calibrated on the dev split"
         assert set(info["settings"]["no_result"]) == {"lexical", "semantic", "hybrid"}
