@@ -39,7 +39,9 @@ def latency(session: nox.Session) -> None:
     """Per-request latency percentiles of the reference engine, gated against the budgets in
     pyproject.toml (override with --search-eval-latency-p95-ms=N)."""
     _install(session)
-    session.run("pytest", "--search-eval", "-m", "searcheval_latency", "-p", "no:xdist", *session.posargs)
+    session.run(
+        "pytest", "--search-eval", "-m", "searcheval_latency", "-p", "no:xdist", *session.posargs
+    )
 
 
 @nox.session
