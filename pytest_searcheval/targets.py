@@ -352,7 +352,30 @@ class CallableTarget:
         return response
 
 
-class EngineTarget:
+class _EngineCatalog:
+    """Catalog changes and private copies through an in-process reference engine."""
+
+    engine: Any
+
+    def upsert(self, document: Mapping[str, Any]) -> None:
+        self.engine.upsert(dict(document))
+
+    def delete(self, doc_id: str) -> None:
+        self.engine.delete(doc_id)
+
+    def reindex(self) -> None:
+        self.engine.reindex()
+
+    @contextmanager
+    def isolated(self) -> Iterator[MutableTarget]:
+        clone = self.engine.clone()
+        try:
+            yield EngineTarget(clone, owns=True)
+        finally:
+            clone.close()
+
+
+class EngineTarget(_EngineCatalog):
     """The reference engine in-process (no HTTP). Mutable: ``isolated()`` is ``engine.clone()``."""
 
     def __init__(self, engine: Any, *, owns: bool = False) -> None:
@@ -387,29 +410,12 @@ class EngineTarget:
             raise TargetUnavailable(f"{type(exc).__name__}: {exc}") from exc
         return response_from_json(body, latency_ms=(time.perf_counter() - start) * 1000.0)
 
-    def upsert(self, document: Mapping[str, Any]) -> None:
-        self.engine.upsert(dict(document))
-
-    def delete(self, doc_id: str) -> None:
-        self.engine.delete(doc_id)
-
-    def reindex(self) -> None:
-        self.engine.reindex()
-
-    @contextmanager
-    def isolated(self) -> Iterator[MutableTarget]:
-        clone = self.engine.clone()
-        try:
-            yield EngineTarget(clone, owns=True)
-        finally:
-            clone.close()
-
     def close(self) -> None:
         if self._owns:
             self.engine.close()
 
 
-class ServedEngineTarget(HttpTarget):
+class ServedEngineTarget(_EngineCatalog, HttpTarget):
     """The reference engine behind its real HTTP service: searches go over HTTP (what users
     deploy is what gets measured); catalog changes and ``isolated()`` copies use the engine
     in-process, so the mutating invariants never touch the served index."""
@@ -417,23 +423,6 @@ class ServedEngineTarget(HttpTarget):
     def __init__(self, engine: Any, base_url: str, *, timeout: float = 30.0) -> None:
         super().__init__(base_url, timeout=timeout)
         self.engine = engine
-
-    def upsert(self, document: Mapping[str, Any]) -> None:
-        self.engine.upsert(dict(document))
-
-    def delete(self, doc_id: str) -> None:
-        self.engine.delete(doc_id)
-
-    def reindex(self) -> None:
-        self.engine.reindex()
-
-    @contextmanager
-    def isolated(self) -> Iterator[MutableTarget]:
-        clone = self.engine.clone()
-        try:
-            yield EngineTarget(clone, owns=True)
-        finally:
-            clone.close()
 
     def describe(self) -> Mapping[str, Any]:
         facts = dict(super().describe())
