@@ -28,7 +28,8 @@ the engine first indexed the id (an earlier listing wins a tie). In the fused li
 representative takes the best fused score of the members found, every other member is removed.
 Candidate pairs come from prefix filtering on the title tokens (a Jaccard join: two sets with
 Jaccard >= t share a token among the first ``|N| - ceil(t |N|) + 1`` tokens of each in a global
-rare-first order), so the pass never compares every pair.
+rare-first order; tokens in more than ``max_postings`` = 1000 titles propose nothing), so the
+pass never compares every pair.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class DedupParams:
     min_tokens: int = 4
     cos_min: float = 0.83
     title_min: float = 0.6
+    #: title tokens shared by more listings than this propose no candidate pairs (bounds the
+    #: pass on large catalogs; the shipped catalog's most common title token is far below it)
+    max_postings: int = 1000
     collapse: bool = True
 
     def __post_init__(self) -> None:
@@ -143,9 +147,9 @@ class DuplicateGroups:
         self.links.clear()
         self.rep.clear()
 
-    def _candidates(self, doc_ids: Iterable[str], params: DedupParams) -> set[tuple[str, str]]:
-        """Pairs (a, b), a < b, that may reach ``title_min`` (prefix filtering), at least one
-        of them in ``doc_ids``."""
+    def _pairs(self, doc_ids: Iterable[str], params: DedupParams) -> set[tuple[str, str]]:
+        """Pairs (a, b), a < b, at least one of them in ``doc_ids``, whose title Jaccard reaches
+        ``title_min``; candidates by prefix filtering, checked one listing at a time."""
         freq: dict[str, int] = defaultdict(int)
         for toks in self.names.values():
             for t in toks:
@@ -154,7 +158,8 @@ class DuplicateGroups:
         def prefix(toks: set[str]) -> list[str]:
             ordered = sorted(toks, key=lambda t: (freq[t], t))
             keep = len(ordered) - math.ceil(params.title_min * len(ordered)) + 1
-            return ordered[: max(keep, 1)]
+            # A token in more than max_postings titles is too common to propose candidates.
+            return [t for t in ordered[: max(keep, 1)] if freq[t] <= params.max_postings]
 
         by_token: dict[str, set[str]] = defaultdict(set)
         for d, toks in self.names.items():
@@ -162,10 +167,14 @@ class DuplicateGroups:
                 by_token[t].add(d)
         pairs: set[tuple[str, str]] = set()
         for d in doc_ids:
-            for t in prefix(self.names.get(d, set())):
-                for other in by_token[t]:
-                    if other != d:
-                        pairs.add((min(d, other), max(d, other)))
+            mine = self.names.get(d, set())
+            seen: set[str] = set()
+            for t in prefix(mine):
+                seen |= by_token[t]
+            seen.discard(d)
+            for other in seen:
+                if jaccard(mine, self.names[other]) >= params.title_min:
+                    pairs.add((min(d, other), max(d, other)))
         return pairs
 
     def update(
@@ -186,11 +195,7 @@ class DuplicateGroups:
             for other in self.links.pop(d, set()):
                 self.links[other].discard(d)
             self.names[d] = set(name_tokens(titles[d]))
-        pairs = [
-            (a, b)
-            for a, b in self._candidates(doc_ids, params)
-            if jaccard(self.names[a], self.names[b]) >= params.title_min
-        ]
+        pairs = sorted(self._pairs(doc_ids, params))
         if not pairs:
             return
         vecs = vectors(sorted({x for p in pairs for x in p}))
