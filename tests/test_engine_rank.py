@@ -285,3 +285,37 @@ def test_near_duplicates_collapse_to_the_name_owner() -> None:
     assert groups.rep["mirror"] == "orig"
     ranked = [("mirror", 0.9), ("other", 0.5), ("orig", 0.4), ("sibling", 0.3)]
     assert groups.collapse(ranked) == [("orig", 0.9), ("other", 0.5), ("sibling", 0.3)]
+
+
+def test_title_match_among_candidates_equals_the_index_lookup() -> None:
+    from pytest_searcheval.engine.title import TitleIndex
+
+    idx = TitleIndex()
+    titles = {
+        "a": "Headline Hub Search",
+        "b": "Headline Hub Archive",
+        "c": "Nimbus Outlook",
+        "d": "Outlook Nimbus Outlook",
+        "e": "Unrelated Thing",
+    }
+    for doc_id, title in titles.items():
+        idx.add(doc_id, title)
+    for query in ("headline hub serch", "nimbus outlok", "hub"):
+        full = idx.match(query)
+        among = idx.match_among(query, ["a", "c", "d", "e"])
+        assert among == pytest.approx({d: v for d, v in full.items() if d != "b"}), query
+
+
+def test_bounded_osa_agrees_with_the_full_distance() -> None:
+    import random
+
+    from pytest_searcheval.engine.title import osa
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        a = "".join(rng.choice("abc") for _ in range(rng.randint(0, 7)))
+        b = "".join(rng.choice("abc") for _ in range(rng.randint(0, 7)))
+        d = osa(a, b)
+        for k in range(4):
+            r = osa(a, b, k)
+            assert r == d if d <= k else r > k, (a, b, k)

@@ -99,6 +99,7 @@ class EngineSettings:
                 "candidate_depth": self.fusion.candidate_depth,
                 "title_weight": self.fusion.title_weight,
                 "title_threshold": self.fusion.title_threshold,
+                "title_depth": self.fusion.title_depth,
             },
             "dedup": dataclasses.asdict(self.dedup),
             "no_result": None
@@ -721,6 +722,20 @@ class Engine:
         query = _sql.SQL("SELECT d.id AS doc_id FROM documents d WHERE ") + _sql.SQL(fragment)
         return query, dict(params)
 
+    def _title_match(
+        self, text: str, lex: Sequence[bm25.LexicalHit], sem: Sequence[dense.DenseHit]
+    ) -> dict[str, float] | None:
+        if not self.settings.fusion.title_weight:
+            return None
+        if not self._hnsw:
+            return self._titles.match(text)
+        # HNSW catalogs: only the head of each candidate list (a common title word would
+        # otherwise make the index walk most of a large catalog).
+        top = self.settings.fusion.title_depth
+        return self._titles.match_among(
+            text, [h.doc_id for h in lex[:top]] + [h.doc_id for h in sem[:top]]
+        )
+
     def _adversarial(self, ranked: list[tuple[str, float]]) -> list[tuple[str, float]]:
         """Stuffing penalty, then near-duplicate collapse (engine/dedup.py); both pointwise in
         the listing, applied before any restriction so that filters and deletes only remove."""
@@ -848,7 +863,7 @@ class Engine:
                 self.settings.fusion,
                 self._priors,
                 depth=depth,
-                title_match=self._titles.match(text) if self.settings.fusion.title_weight else None,
+                title_match=self._title_match(text, lex, sem),
             )
             ranked = self._adversarial(ranked)
             if profile == "hybrid_rerank":

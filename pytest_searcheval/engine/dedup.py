@@ -28,7 +28,7 @@ the engine first indexed the id (an earlier listing wins a tie). In the fused li
 representative takes the best fused score of the members found, every other member is removed.
 Candidate pairs come from prefix filtering on the title tokens (a Jaccard join: two sets with
 Jaccard >= t share a token among the first ``|N| - ceil(t |N|) + 1`` tokens of each in a global
-rare-first order; tokens in more than ``max_postings`` = 1000 titles propose nothing), so the
+rare-first order; tokens in more than ``max_postings`` = 200 titles propose nothing), so the
 pass never compares every pair.
 """
 
@@ -56,7 +56,7 @@ class DedupParams:
     title_min: float = 0.6
     #: title tokens shared by more listings than this propose no candidate pairs (bounds the
     #: pass on large catalogs; the shipped catalog's most common title token is far below it)
-    max_postings: int = 1000
+    max_postings: int = 200
     collapse: bool = True
 
     def __post_init__(self) -> None:

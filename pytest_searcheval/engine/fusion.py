@@ -45,6 +45,9 @@ class FusionParams:
     #: 0.5 were chosen on the shipped dev split (docs/engine.md).
     title_weight: float = 0.1
     title_threshold: float = 0.5
+    #: HNSW path only: the title match scores the first title_depth listings of each list
+    #: (exact scan: every title, through the title index).
+    title_depth: int = 200
 
     def __post_init__(self) -> None:
         if self.k < 0:

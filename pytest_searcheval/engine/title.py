@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 
 from pytest_searcheval.engine import index
 
@@ -41,8 +42,12 @@ def name_tokens(text: str) -> list[str]:
     return [t for t in index.tokenize(text) if t not in index.STOPWORDS]
 
 
-def osa(a: str, b: str) -> int:
-    """Optimal string alignment distance (restricted Damerau-Levenshtein)."""
+def osa(a: str, b: str, bound: int | None = None) -> int:
+    """Optimal string alignment distance (restricted Damerau-Levenshtein).
+
+    With ``bound``, may stop as soon as the distance must exceed it; the result is then some
+    value above ``bound`` (not necessarily the distance).
+    """
     if a == b:
         return 0
     prev2: list[int] = []
@@ -54,6 +59,9 @@ def osa(a: str, b: str) -> int:
             cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
             if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
                 cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if bound is not None and min(cur) > bound and (i == 1 or min(prev) > bound):
+            # a row and its predecessor above the bound: no later cell can come back under it
+            return bound + 1
         prev2, prev = prev, cur
     return prev[len(b)]
 
@@ -64,7 +72,9 @@ def sim(t: str, u: str) -> float:
         return 1.0
     if min(len(t), len(u)) < MIN_FUZZY_LEN or abs(len(t) - len(u)) > 2:
         return 0.0
-    value = 1.0 - osa(t, u) / max(len(t), len(u))
+    longest = max(len(t), len(u))
+    bound = int((1.0 - MIN_SIM) * longest + 1e-9)
+    value = 1.0 - osa(t, u, bound) / longest
     return value if value >= MIN_SIM else 0.0
 
 
@@ -83,12 +93,20 @@ class TitleIndex:
         self._memo: dict[tuple[str, str], float] = {}
 
     def _sim(self, t: str, u: str) -> float:
+        if t == u:
+            return 1.0
+        if min(len(t), len(u)) < MIN_FUZZY_LEN or abs(len(t) - len(u)) > 2:
+            return 0.0
         key = (t, u)
         value = self._memo.get(key)
         if value is None:
             if len(self._memo) >= 100_000:
                 self._memo = {}
-            value = self._memo[key] = sim(t, u)
+            # the trigram bound of match(): skip the edit distance when it cannot reach MIN_SIM
+            gu, gt = _trigrams(u), _trigrams(t)
+            need = len(gu) - 3 * int((1 - MIN_SIM) * (len(u) + 2))
+            value = sim(t, u) if len(gu & gt) >= need else 0.0
+            self._memo[key] = value
         return value
 
     def copy(self) -> TitleIndex:
@@ -121,6 +139,28 @@ class TitleIndex:
 
     def tokens(self, doc_id: str) -> list[str]:
         return self._tokens.get(doc_id, [])
+
+    def match_among(self, query: str, doc_ids: Iterable[str]) -> dict[str, float]:
+        """``title_match(query, d)`` for the given documents only (positive scores).
+
+        Used on large catalogs, where a query token shared by most titles would make
+        :meth:`match` walk most of the catalog; the caller passes its candidate lists. Unlike
+        :meth:`match`, a title token and a query token must share their first character.
+        """
+        q_tokens = set(name_tokens(query))
+        docs = {d: self._tokens[d] for d in set(doc_ids) if self._tokens.get(d)}
+        vocab = {t for tokens in docs.values() for t in tokens}
+        # Fuzzy pairs must share their first character (Elasticsearch's fuzzy prefix_length 1):
+        # candidate lists of a large catalog hold thousands of distinct title words.
+        best = {
+            t: max((self._sim(t, u) for u in q_tokens if t[0] == u[0]), default=0.0) for t in vocab
+        }
+        out: dict[str, float] = {}
+        for d, tokens in docs.items():
+            total = math.fsum(best[t] for t in set(tokens))
+            if total > 0:
+                out[d] = total / len(tokens)
+        return out
 
     def match(self, query: str) -> dict[str, float]:
         """``title_match(query, d)`` for every document with a positive score."""
