@@ -5,11 +5,14 @@ Profiles (see docs/engine.md for formulas):
 - ``lexical``: BM25F in SQL over the fields title, text, meta (tags/provider), url, tool;
 - ``semantic``: all-MiniLM-L6-v2 cosine in pgvector (exact scan below
   ``DenseParams.exact_below`` documents, HNSW above);
-- ``hybrid``: weighted RRF of the two plus a bounded liveness/settlement prior;
+- ``hybrid``: weighted RRF of the two (ranked over the unfiltered catalog) plus a bounded
+  liveness/settlement prior and a title-match boost, times a term-stuffing factor, with
+  near-duplicate groups collapsed; hard filters and tombstones then restrict the list;
 - ``hybrid_rerank``: the hybrid top ``rerank_depth`` reordered by a configured cross-encoder.
 
 Every response carries the model identity and the no-result decision. Hard filters are the
 x402 layer's SQL predicate (engine/x402.py); query constraint extraction is engine/extract.py.
+``delete`` tombstones a listing (statistics keep it until ``reindex``).
 """
 
 from __future__ import annotations
