@@ -31,6 +31,7 @@ from typing import Any
 
 from pytest_searcheval import strkey
 from pytest_searcheval.collection_model import Asset
+from pytest_searcheval.vocabulary import FILTER_KEYS
 
 __all__ = [
     "FILTER_KEYS",
@@ -45,7 +46,6 @@ __all__ = [
 
 LISTING_KEYS = ("type", "extension")
 OPTION_KEYS = ("network", "scheme", "asset", "recipient", "max_price_usd")
-FILTER_KEYS = ("type", "network", "scheme", "asset", "recipient", "max_price_usd", "extension")
 TYPES = ("http", "mcp")
 NETWORKS = ("stellar:pubnet", "stellar:testnet")
 SCHEMES = ("exact", "upto")

@@ -15,16 +15,20 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-#: Filter keys every layer understands (engine HTTP parameters, the oracle, query constraints).
-FILTER_KEYS: tuple[str, ...] = (
-    "type",
-    "network",
-    "scheme",
-    "asset",
-    "recipient",
-    "max_price_usd",
-    "extension",
-)
+from .vocabulary import FILTER_KEYS
+
+__all__ = [
+    "FILTER_KEYS",
+    "CallableTarget",
+    "EngineTarget",
+    "Hit",
+    "HttpTarget",
+    "MutableTarget",
+    "SearchResponse",
+    "SearchTarget",
+    "ServedEngineTarget",
+    "TargetUnavailable",
+]
 
 
 class TargetUnavailable(Exception):

@@ -38,6 +38,7 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_searcheval import strkey
+from pytest_searcheval.vocabulary import FILTER_KEYS
 
 if TYPE_CHECKING:
     from psycopg import sql
@@ -56,15 +57,6 @@ __all__ = [
     "to_sql",
 ]
 
-FILTER_KEYS: tuple[str, ...] = (
-    "type",
-    "network",
-    "scheme",
-    "asset",
-    "recipient",
-    "max_price_usd",
-    "extension",
-)
 OPTION_KEYS: tuple[str, ...] = ("network", "scheme", "asset", "recipient", "max_price_usd")
 TYPES: tuple[str, ...] = ("http", "mcp")
 NETWORKS: tuple[str, ...] = ("stellar:pubnet", "stellar:testnet")
