@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from .vocabulary import FILTER_KEYS
@@ -346,13 +346,7 @@ class CallableTarget:
         elapsed = (time.perf_counter() - start) * 1000.0
         response = _coerce(result)
         if response.latency_ms is None:
-            response = SearchResponse(
-                hits=response.hits,
-                applied_filters=response.applied_filters,
-                extracted_filters=response.extracted_filters,
-                latency_ms=elapsed,
-                meta=response.meta,
-            )
+            response = replace(response, latency_ms=elapsed)
         return response
 
 
