@@ -294,6 +294,27 @@ def read_judgments_tsv(
     return judgments, where
 
 
+def _check_choice(
+    value: object,
+    allowed: list[str] | None,
+    key: str,
+    what: str,
+    name: str,
+    line: int,
+    problems: Problems,
+) -> bool:
+    """A query's class or split: a non-empty string, one of the manifest's when it lists them."""
+    if not isinstance(value, str) or not value:
+        problems.add(name, line, key, f"expected {what} (string)")
+        return False
+    if allowed is not None and value not in allowed:
+        problems.add(
+            name, line, key, f"unknown {key} {value!r}: expected one of {', '.join(allowed)}"
+        )
+        return False
+    return True
+
+
 def check_queries(
     items: list[tuple[dict[str, Any], int, dict[str, int]]],
     name: str,
@@ -346,29 +367,9 @@ def check_queries(
             )
             ok = False
         qclass = rec.get("class")
-        if not isinstance(qclass, str) or not qclass:
-            problems.add(name, at("class"), "class", "expected a query class (string)")
-            ok = False
-        elif classes is not None and qclass not in classes:
-            problems.add(
-                name,
-                at("class"),
-                "class",
-                f"unknown class {qclass!r}: expected one of {', '.join(classes)}",
-            )
-            ok = False
+        ok &= _check_choice(qclass, classes, "class", "a query class", name, at("class"), problems)
         split = rec.get("split")
-        if not isinstance(split, str) or not split:
-            problems.add(name, at("split"), "split", "expected a split (string)")
-            ok = False
-        elif splits is not None and split not in splits:
-            problems.add(
-                name,
-                at("split"),
-                "split",
-                f"unknown split {split!r}: expected one of {', '.join(splits)}",
-            )
-            ok = False
+        ok &= _check_choice(split, splits, "split", "a split", name, at("split"), problems)
         source, group = rec.get("source"), rec.get("group")
         if isinstance(source, int) and not isinstance(source, bool):
             source = str(source)  # ids may be YAML integers; they are compared as strings
