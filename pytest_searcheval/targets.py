@@ -116,7 +116,7 @@ def response_from_json(
     "latency_ms"}``. A missing score counts as rank-implied (``-rank``).
 
     ``meta`` keeps ``model``, ``no_result``, ``profile``, ``confidence`` (the no-result
-    decision's inputs: the reference engine sends ``{cos, coverage, value, threshold}``) and
+    decision's inputs: the reference engine sends ``{cos, coverage, rerank, value, threshold}``) and
     ``score_threshold`` when present, so the threshold-compliance invariant can check that no
     result is returned under the no-result threshold; ``latency_ms`` becomes
     ``server_latency_ms``.

@@ -160,11 +160,48 @@ def test_threshold_hybrid_uses_both_features() -> None:
     assert 0 < fit.rule.w_cos < 1
 
 
+def test_threshold_rerank_profile_can_rely_on_the_cross_encoder() -> None:
+    """Only the reranker score separates these; hybrid_rerank finds it, hybrid cannot."""
+    samples = [
+        Sample("a", 0.30, 0.2, True, rerank=0.9),
+        Sample("b", 0.40, 0.1, True, rerank=0.8),
+        Sample("n", 0.45, 0.3, False, rerank=0.1),
+        Sample("m", 0.35, 0.2, False, rerank=0.2),
+    ]
+    fit = threshold.fit_profile("hybrid_rerank", samples, max_answerable_loss=0.0)
+    assert fit.no_result_accuracy == 1.0 and fit.answerable_kept == 1.0
+    assert fit.rule.w_rerank > 0
+    assert threshold.fit_profile("hybrid", samples, max_answerable_loss=0.0).no_result_accuracy < 1
+    # profiles without the feature never weigh it
+    assert threshold.fit_profile("semantic", samples, max_answerable_loss=0.0).rule.w_rerank == 0
+
+
+def test_threshold_grid_is_the_simplex_over_the_used_features() -> None:
+    grid = threshold._grid((True, True, True), 0.5)
+    assert sorted(grid) == sorted(
+        [
+            (0.0, 0.0, 1.0),
+            (0.0, 0.5, 0.5),
+            (0.0, 1.0, 0.0),
+            (0.5, 0.0, 0.5),
+            (0.5, 0.5, 0.0),
+            (1.0, 0.0, 0.0),
+        ]
+    )
+    assert threshold._grid((False, True, False), 0.05) == [(0.0, 1.0, 0.0)]
+
+
 def test_threshold_needs_both_classes_and_round_trips() -> None:
     with pytest.raises(ValueError, match="no-result"):
         threshold.fit_profile("lexical", [Sample("a", None, 0.5, True)])
-    rules = {"hybrid": NoResultRule(0.7, 0.3, 0.31)}
+    rules = {
+        "hybrid": NoResultRule(0.7, 0.3, 0.31),
+        "hybrid_rerank": NoResultRule(0.2, 0, 0.4, 0.8),
+    }
     assert threshold.rules_from_json(threshold.rules_to_json(rules)) == rules
+    # rules written before the reranker feature existed still load (w_rerank = 0)
+    old = '{"rules": {"hybrid": {"w_cos": 0.7, "w_cov": 0.3, "tau": 0.31}}}'
+    assert threshold.rules_from_json(old) == {"hybrid": rules["hybrid"]}
     with pytest.raises(ValueError, match=r"x\.json"):
         threshold.rules_from_json("{}", source="x.json")
     assert rules["hybrid"].suppress(0.2, 0.3) and not rules["hybrid"].suppress(0.4, 0.3)

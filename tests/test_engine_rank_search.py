@@ -21,6 +21,7 @@ from pytest_searcheval.engine import index
 from pytest_searcheval.engine.bm25 import BM25FParams, idf
 from pytest_searcheval.engine.core import Engine, EngineSettings, ProfileUnavailable
 from pytest_searcheval.engine.dense import DenseParams
+from pytest_searcheval.engine.threshold import NoResultRule
 
 PUB = "stellar:pubnet"
 TEST = "stellar:testnet"
@@ -430,6 +431,17 @@ def test_reranker_loads_from_a_local_path(pg_server: Any, cache_dir: Path, tmp_p
         assert [r["score"] for r in head] == sorted((r["score"] for r in head), reverse=True)
         # the tail keeps hybrid order below the reranked head
         assert _ids(body)[4:] == [i for i in _ids(hybrid) if i not in _ids(body)[:4]]
+        # the no-result feature of this profile is the best cross-encoder score of the head
+        assert body["confidence"]["rerank"] == pytest.approx(head[0]["score"], abs=1e-6)
+        assert hybrid["confidence"]["rerank"] is None
+        # a rule on that score alone decides: just above it silences, just below answers
+        best = body["confidence"]["rerank"]
+        for tau, empty in ((best + 1e-3, True), (best - 1e-3, False)):
+            eng.settings = eng.settings.with_no_result(
+                {"hybrid_rerank": NoResultRule(0.0, 0.0, tau, 1.0)}
+            )
+            again = eng.search("weather forecast", profile="hybrid_rerank", limit=6, extract=False)
+            assert again["no_result"] is empty and (again["results"] == []) is empty
 
 
 def test_broken_reranker_path_is_unavailable_with_reason(tmp_path: Path) -> None:

@@ -831,6 +831,7 @@ class Engine:
                 )
 
         lex: list[bm25.LexicalHit] = []
+        head_scores: dict[str, float] = {}
         total_idf = 0.0
         sem: list[dense.DenseHit] = []
         pending: Future[tuple[list[bm25.LexicalHit], float]] | None = None
@@ -870,7 +871,7 @@ class Engine:
             )
             ranked = self._adversarial(ranked)
             if profile == "hybrid_rerank":
-                ranked = self._rerank(text, ranked)
+                ranked, head_scores = self._rerank(text, ranked)
             if applied:
                 allowed = self._satisfying(applied, [d for d, _ in ranked])
                 ranked = [(d, s) for d, s in ranked if d in allowed]
@@ -889,9 +890,13 @@ class Engine:
             if use_lex
             else None
         )
+        surviving = [head_scores[d] for d, _ in ranked if d in head_scores]
+        rerank = max(surviving, default=None) if profile == "hybrid_rerank" else None
         rule = (self.settings.no_result or {}).get(profile)
-        confidence = rule.confidence(cos, coverage) if rule is not None else None
-        no_result = bool(apply_threshold and rule is not None and rule.suppress(cos, coverage))
+        confidence = rule.confidence(cos, coverage, rerank) if rule is not None else None
+        no_result = bool(
+            apply_threshold and rule is not None and rule.suppress(cos, coverage, rerank)
+        )
         if not ranked:
             no_result = True
         results = (
@@ -915,6 +920,7 @@ class Engine:
             "confidence": {
                 "cos": None if cos is None else round(cos, 6),
                 "coverage": None if coverage is None else round(coverage, 6),
+                "rerank": None if rerank is None else round(rerank, 6),
                 "value": None if confidence is None else round(confidence, 6),
                 "threshold": None if rule is None else rule.tau,
             },
@@ -922,7 +928,10 @@ class Engine:
             "latency_ms": round((time.perf_counter() - started) * 1000.0, 3),
         }
 
-    def _rerank(self, text: str, ranked: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    def _rerank(
+        self, text: str, ranked: list[tuple[str, float]]
+    ) -> tuple[list[tuple[str, float]], dict[str, float]]:
+        """(the list with its head reordered by the cross-encoder, head id -> model score)."""
         depth = self.settings.rerank_depth
         head = ranked[:depth]
         docs = [self._docs[d] for d, _ in head if d in self._docs]
@@ -933,7 +942,7 @@ class Engine:
         floor = min(scores, default=0.0)
         # The tail keeps hybrid order strictly below the reranked head.
         tail = [(d, floor - 1.0 - i) for i, (d, _) in enumerate(ranked[depth:])]
-        return reranked + tail
+        return reranked + tail, dict(reranked)
 
     # -- calibration --------------------------------------------------------------------------
 
@@ -984,7 +993,14 @@ class Engine:
                 ]
                 value = threshold.recall_at([r["id"] for r in body["results"]], relevant, 10)
                 out[p].append(
-                    threshold.Sample(query.id, conf["cos"], conf["coverage"], not is_nr, value)
+                    threshold.Sample(
+                        query.id,
+                        conf["cos"],
+                        conf["coverage"],
+                        not is_nr,
+                        value,
+                        conf.get("rerank"),
+                    )
                 )
         return {p: s for p, s in out.items() if s}
 

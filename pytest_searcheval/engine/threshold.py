@@ -9,15 +9,21 @@ Features of one query, measured after hard filters, before the cut-off:
   (terms unseen in the corpus count with df = 0, i.e. maximal idf). 0 when the query has no
   indexable term.
 
-Rule per profile: ``confidence = w_cos * cos + w_cov * coverage``; the engine returns no result
-iff ``confidence < tau``. Profiles use the features they compute anyway: ``lexical`` coverage
-only (it must not pay for a query embedding), ``semantic`` cos only, the hybrids both.
+- ``rerank`` (profile ``hybrid_rerank`` only): the best cross-encoder score among the reranked
+  head, as the model outputs it (sentence-transformers applies a sigmoid to one-label models
+  unless their config names another activation).
+
+Rule per profile: ``confidence = w_cos * cos + w_cov * coverage + w_rerank * rerank``; the engine
+returns no result iff ``confidence < tau``. Profiles use the features they compute anyway:
+``lexical`` coverage only (it must not pay for a query embedding), ``semantic`` cos only,
+``hybrid`` cos and coverage, ``hybrid_rerank`` all three.
 
 Calibration (:func:`calibrate`), on the dev split of a collection, queries of class ``no-result``
 (or ``expect.no_result``) against answerable queries (at least one judged grade >= 2). Each
 answerable query carries a value ``v_q``: its recall@10 of grade >= 2 documents under the profile
-with no cut (what the engine stands to lose by answering nothing). For every weight ``w_cos`` on
-a grid of step 0.05 (``w_cov = 1 - w_cos``; fixed for one-feature profiles) and every cut ``tau``
+with no cut (what the engine stands to lose by answering nothing). For every weight vector on
+the simplex grid of step 0.05 over the profile's features (weights >= 0 summing to 1; fixed for
+one-feature profiles) and every cut ``tau``
 between consecutive observed confidences, compute
 
     no_result_accuracy = share of no-result queries with confidence < tau
@@ -42,28 +48,38 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-PROFILE_FEATURES: dict[str, tuple[bool, bool]] = {
-    # profile: (uses cos, uses coverage)
-    "lexical": (False, True),
-    "semantic": (True, False),
-    "hybrid": (True, True),
-    "hybrid_rerank": (True, True),
+PROFILE_FEATURES: dict[str, tuple[bool, bool, bool]] = {
+    # profile: (uses cos, uses coverage, uses rerank)
+    "lexical": (False, True, False),
+    "semantic": (True, False, False),
+    "hybrid": (True, True, False),
+    "hybrid_rerank": (True, True, True),
 }
 
 
 @dataclass(frozen=True)
 class NoResultRule:
-    """``confidence = w_cos * cos + w_cov * coverage``; no result iff ``confidence < tau``."""
+    """``confidence = w_cos * cos + w_cov * coverage + w_rerank * rerank``; no result iff
+    ``confidence < tau``. A missing feature counts as 0."""
 
     w_cos: float
     w_cov: float
     tau: float
+    w_rerank: float = 0.0
 
-    def confidence(self, cos: float | None, coverage: float | None) -> float:
-        return self.w_cos * (cos or 0.0) + self.w_cov * (coverage or 0.0)
+    def confidence(
+        self, cos: float | None, coverage: float | None, rerank: float | None = None
+    ) -> float:
+        return (
+            self.w_cos * (cos or 0.0)
+            + self.w_cov * (coverage or 0.0)
+            + self.w_rerank * (rerank or 0.0)
+        )
 
-    def suppress(self, cos: float | None, coverage: float | None) -> bool:
-        return self.confidence(cos, coverage) < self.tau
+    def suppress(
+        self, cos: float | None, coverage: float | None, rerank: float | None = None
+    ) -> bool:
+        return self.confidence(cos, coverage, rerank) < self.tau
 
 
 @dataclass(frozen=True)
@@ -76,6 +92,10 @@ class Sample:
     answerable: bool
     #: recall@10 of the query's relevant documents with no cut (see the module docstring).
     value: float = 1.0
+    rerank: float | None = None
+
+    def features(self) -> tuple[float, float, float]:
+        return (self.cos or 0.0, self.coverage or 0.0, self.rerank or 0.0)
 
 
 @dataclass(frozen=True)
@@ -97,12 +117,19 @@ class Fit:
         return data
 
 
-def _grid(uses: tuple[bool, bool], step: float) -> list[tuple[float, float]]:
-    use_cos, use_cov = uses
-    if use_cos and use_cov:
-        n = round(1 / step)
-        return [(i / n, 1 - i / n) for i in range(n + 1)]
-    return [(1.0, 0.0)] if use_cos else [(0.0, 1.0)]
+def _grid(uses: tuple[bool, bool, bool], step: float) -> list[tuple[float, float, float]]:
+    """Weight vectors on the simplex grid over the used features (unused ones weigh 0)."""
+    n = round(1 / step)
+    used = [i for i, u in enumerate(uses) if u]
+    out = []
+    for parts in itertools.product(range(n + 1), repeat=len(used)):
+        if sum(parts) != n:
+            continue
+        w = [0.0, 0.0, 0.0]
+        for i, k in zip(used, parts, strict=True):
+            w[i] = k / n
+        out.append((w[0], w[1], w[2]))
+    return out
 
 
 def fit_profile(
@@ -122,9 +149,10 @@ def fit_profile(
         )
     total_value = sum(s.value for s in pos)
     best: tuple[tuple[float, float, float, float], NoResultRule] | None = None
-    for w_cos, w_cov in _grid(PROFILE_FEATURES[profile], step):
-        pos_c = sorted((w_cos * (s.cos or 0.0) + w_cov * (s.coverage or 0.0), s.value) for s in pos)
-        neg_c = sorted(w_cos * (s.cos or 0.0) + w_cov * (s.coverage or 0.0) for s in neg)
+    for w_cos, w_cov, w_rr in _grid(PROFILE_FEATURES[profile], step):
+        candidate = NoResultRule(w_cos, w_cov, 0.0, w_rr)
+        pos_c = sorted((candidate.confidence(*s.features()), s.value) for s in pos)
+        neg_c = sorted(candidate.confidence(*s.features()) for s in neg)
         values = sorted({c for c, _ in pos_c} | set(neg_c))
         cuts = [values[0] - 0.05] + [(a + b) / 2 for a, b in itertools.pairwise(values)]
         for tau in cuts:
@@ -137,7 +165,8 @@ def fit_profile(
             margin = min(abs(tau - v) for v in values)
             key = (caught / len(neg), recall_kept, 1 - lost / len(pos), margin)
             if best is None or key > best[0]:
-                best = (key, NoResultRule(round(w_cos, 4), round(w_cov, 4), round(tau, 6)))
+                rule = NoResultRule(round(w_cos, 4), round(w_cov, 4), round(tau, 6), round(w_rr, 4))
+                best = (key, rule)
     assert best is not None  # the lowest cut loses nothing
     rule = best[1]
     return Fit(
@@ -149,8 +178,8 @@ def fit_profile(
         margin=best[0][3],
         n_no_result=len(neg),
         n_answerable=len(pos),
-        suppressed_answerable=sorted(s.query_id for s in pos if rule.suppress(s.cos, s.coverage)),
-        answered_no_result=sorted(s.query_id for s in neg if not rule.suppress(s.cos, s.coverage)),
+        suppressed_answerable=sorted(s.query_id for s in pos if rule.suppress(*s.features())),
+        answered_no_result=sorted(s.query_id for s in neg if not rule.suppress(*s.features())),
     )
 
 
@@ -175,12 +204,17 @@ def rules_from_json(text: str, *, source: str = "<string>") -> dict[str, NoResul
         data = json.loads(text)
         raw = data["rules"]
         return {
-            str(p): NoResultRule(float(r["w_cos"]), float(r["w_cov"]), float(r["tau"]))
+            str(p): NoResultRule(
+                float(r["w_cos"]),
+                float(r["w_cov"]),
+                float(r["tau"]),
+                float(r.get("w_rerank", 0.0)),
+            )
             for p, r in raw.items()
         }
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(
-            f"{source}: expected {{'rules': {{profile: {{w_cos, w_cov, tau}}}}}}: {exc}"
+            f"{source}: expected {{'rules': {{profile: {{w_cos, w_cov, tau[, w_rerank]}}}}}}: {exc}"
         ) from exc
 
 
