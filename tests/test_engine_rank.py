@@ -191,6 +191,48 @@ def test_threshold_grid_is_the_simplex_over_the_used_features() -> None:
     assert threshold._grid((False, True, False), 0.05) == [(0.0, 1.0, 0.0)]
 
 
+def test_threshold_grid_weights_sum_to_one_exactly_as_two_feature_rules_always_did() -> None:
+    assert threshold._grid((True, True, False), 0.05) == [
+        (i / 20, 1 - i / 20, 0.0) for i in range(21)
+    ]
+    for w in threshold._grid((True, True, True), 0.05):
+        assert sum(w) == pytest.approx(1.0) and min(w) >= 0
+
+
+def test_threshold_fit_treats_a_missing_rerank_score_as_no_evidence() -> None:
+    samples = [
+        Sample("a", 0.5, 0.5, True, rerank=0.9),
+        Sample("b", 0.6, 0.4, True, rerank=0.8),
+        Sample("n", 0.55, 0.5, False, rerank=0.1),
+        Sample("filtered-out", 0.55, 0.5, False, rerank=None),
+    ]
+    fit = threshold.fit_profile("hybrid_rerank", samples, max_answerable_loss=0.0)
+    assert fit.no_result_accuracy == 1.0 and fit.answerable_kept == 1.0
+    assert fit.rule.w_rerank > 0 and fit.rule.suppress(0.99, 0.99, None)
+    assert fit.rule.confidence(0.99, 0.99, None) == -math.inf
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('{"rules": {"hybrid": {"w_cos": 1, "w_cov": 0, "tau": 0.3, "w_rr": 1}}}', "'w_rr'"),
+        ('{"rules": {"hybrid": {"w_cos": NaN, "w_cov": 0, "tau": 0.3}}}', "finite"),
+        ('{"rules": {"hybrid": {"w_cos": -1, "w_cov": 0, "tau": 0.3}}}', ">= 0"),
+        ('{"rules": {"hybrid": {"w_cos": "1", "w_cov": 0, "tau": 0.3}}}', "a number"),
+        ('{"rules": {"hybrid": {"w_cos": 1, "tau": 0.3}}}', "missing 'w_cov'"),
+        ('{"rules": {"hybrid": {"w_cos": 0, "w_cov": 0, "tau": 0, "w_rerank": 1}}}', "w_rerank"),
+        ('{"rules": {"semantic": {"w_cos": 0, "w_cov": 1, "tau": 0.3}}}', "semantic"),
+        ('{"rules": {"bm42": {"w_cos": 1, "w_cov": 0, "tau": 0.3}}}', "unknown profile 'bm42'"),
+        ('{"rules": []}', "expected {'rules'"),
+        ("{", "not JSON"),
+    ],
+)
+def test_threshold_rule_files_are_validated(body: str, message: str) -> None:
+    with pytest.raises(ValueError, match=r"rules\.json") as info:
+        threshold.rules_from_json(body, source="rules.json")
+    assert message in str(info.value)
+
+
 def test_threshold_needs_both_classes_and_round_trips() -> None:
     with pytest.raises(ValueError, match="no-result"):
         threshold.fit_profile("lexical", [Sample("a", None, 0.5, True)])

@@ -9,7 +9,7 @@ import math
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -442,6 +442,50 @@ def test_reranker_loads_from_a_local_path(pg_server: Any, cache_dir: Path, tmp_p
             )
             again = eng.search("weather forecast", profile="hybrid_rerank", limit=6, extract=False)
             assert again["no_result"] is empty and (again["results"] == []) is empty
+
+
+class _LogitReranker:
+    """A cross-encoder with an MS MARCO-style logit head: every score negative."""
+
+    unavailable = None
+    path = None
+
+    def load(self) -> None:
+        pass
+
+    def info(self) -> dict[str, Any]:
+        return {"path": None, "fingerprint": None, "unavailable": None}
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [-3.0 - 0.1 * i for i, _ in enumerate(texts)]
+
+
+def test_filter_never_turns_a_reranked_silence_into_answers(
+    pg_server: Any, cache_dir: Path
+) -> None:
+    """A filter that removes the whole reranked head leaves no cross-encoder evidence: under a
+    rule that weighs it the answer stays empty (a missing score is not a score of 0)."""
+    settings = EngineSettings(cache_dir=str(cache_dir), no_result={}, rerank_depth=2)
+    with Engine.start(synthetic_collection(), dsn=pg_server.dsn, settings=settings) as eng:
+        eng.reranker = _LogitReranker()  # type: ignore[assignment]
+        eng.settings = eng.settings.with_no_result(
+            {"hybrid_rerank": NoResultRule(0.0, 0.0, -1.0, 1.0)}  # answer iff best score >= -1
+        )
+        plain = eng.search("weather forecast", profile="hybrid_rerank", limit=5, extract=False)
+        assert plain["no_result"] and plain["confidence"]["rerank"] == -3.0
+        head = {r["id"] for r in eng.search("weather forecast", limit=2, extract=False)["results"]}
+        kinds = {eng._docs[d].x402["type"] for d in head if eng._docs[d].x402}
+        other = "mcp" if "mcp" not in kinds else "http"
+        filtered = eng.search(
+            "weather forecast",
+            profile="hybrid_rerank",
+            limit=5,
+            filters={"type": other},
+            extract=False,
+        )
+        assert filtered["confidence"]["rerank"] is None
+        assert filtered["no_result"] and filtered["results"] == []
+        assert filtered["confidence"]["value"] is None  # -inf is not sent as JSON
 
 
 def test_broken_reranker_path_is_unavailable_with_reason(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -148,6 +149,11 @@ def embedding_text(doc: Document) -> str:
     texts = index.field_texts(doc.title, doc.text, doc.fields, doc.x402)
     parts = [texts["title"], texts["text"], texts["meta"], texts["tool"]]
     return "\n".join(p for p in parts if p.strip())
+
+
+def rerank_text(doc: Document) -> str:
+    """What the cross-encoder of ``hybrid_rerank`` reads beside the query."""
+    return f"{doc.title}. {doc.text}"
 
 
 def _resource(doc: Document) -> dict[str, Any]:
@@ -921,7 +927,11 @@ class Engine:
                 "cos": None if cos is None else round(cos, 6),
                 "coverage": None if coverage is None else round(coverage, 6),
                 "rerank": None if rerank is None else round(rerank, 6),
-                "value": None if confidence is None else round(confidence, 6),
+                "value": (
+                    None
+                    if confidence is None or not math.isfinite(confidence)
+                    else round(confidence, 6)
+                ),
                 "threshold": None if rule is None else rule.tau,
             },
             "model": self.model_info(),
@@ -935,7 +945,7 @@ class Engine:
         depth = self.settings.rerank_depth
         head = ranked[:depth]
         docs = [self._docs[d] for d, _ in head if d in self._docs]
-        scores = self.reranker.score(text, [f"{d.title}. {d.text}" for d in docs])
+        scores = self.reranker.score(text, [rerank_text(d) for d in docs])
         reranked = sorted(
             zip([d.id for d in docs], scores, strict=True), key=lambda x: (-x[1], x[0])
         )

@@ -3,8 +3,10 @@
 The model is a ``sentence_transformers.CrossEncoder`` loaded from a local path: the settings'
 ``reranker_path`` or the ``SEARCHEVAL_RERANKER`` environment variable. Without one, or when loading
 fails, the profile is *unavailable* with the reason; it is never scored as zero. The reranked
-score is the cross-encoder's raw output for (query, document text); the top ``depth`` hybrid
-candidates are reordered, the tail keeps its hybrid order below them.
+score is the first output of ``CrossEncoder.predict`` for (query, document text), i.e. after
+the model's activation (a sigmoid for one-label models unless the model's config names
+another; MS MARCO cross-encoders name the identity and return logits). The top ``depth``
+hybrid candidates are reordered, the tail keeps its hybrid order below them.
 """
 
 from __future__ import annotations

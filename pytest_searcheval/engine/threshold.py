@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -60,7 +61,13 @@ PROFILE_FEATURES: dict[str, tuple[bool, bool, bool]] = {
 @dataclass(frozen=True)
 class NoResultRule:
     """``confidence = w_cos * cos + w_cov * coverage + w_rerank * rerank``; no result iff
-    ``confidence < tau``. A missing feature counts as 0."""
+    ``confidence < tau``.
+
+    A missing ``cos`` or ``coverage`` counts as 0 (both are >= 0 when present). A missing
+    ``rerank`` under a rule that weighs it (no listing of the reranked head survived the
+    filters) makes the confidence ``-inf``: cross-encoder scores may be negative logits, so 0
+    would be *more* confident than a real score and a filter could turn silence into answers.
+    """
 
     w_cos: float
     w_cov: float
@@ -70,6 +77,8 @@ class NoResultRule:
     def confidence(
         self, cos: float | None, coverage: float | None, rerank: float | None = None
     ) -> float:
+        if self.w_rerank > 0 and rerank is None:
+            return -math.inf
         return (
             self.w_cos * (cos or 0.0)
             + self.w_cov * (coverage or 0.0)
@@ -94,8 +103,8 @@ class Sample:
     value: float = 1.0
     rerank: float | None = None
 
-    def features(self) -> tuple[float, float, float]:
-        return (self.cos or 0.0, self.coverage or 0.0, self.rerank or 0.0)
+    def features(self) -> tuple[float | None, float | None, float | None]:
+        return (self.cos, self.coverage, self.rerank)
 
 
 @dataclass(frozen=True)
@@ -122,12 +131,14 @@ def _grid(uses: tuple[bool, bool, bool], step: float) -> list[tuple[float, float
     n = round(1 / step)
     used = [i for i, u in enumerate(uses) if u]
     out = []
-    for parts in itertools.product(range(n + 1), repeat=len(used)):
-        if sum(parts) != n:
+    for parts in itertools.product(range(n + 1), repeat=len(used) - 1):
+        if sum(parts) > n:
             continue
         w = [0.0, 0.0, 0.0]
-        for i, k in zip(used, parts, strict=True):
+        for i, k in zip(used, parts, strict=False):
             w[i] = k / n
+        # the last used feature takes the remainder, so the weights sum to 1 in floating point
+        w[used[-1]] = 1 - sum(w)
         out.append((w[0], w[1], w[2]))
     return out
 
@@ -153,7 +164,11 @@ def fit_profile(
         candidate = NoResultRule(w_cos, w_cov, 0.0, w_rr)
         pos_c = sorted((candidate.confidence(*s.features()), s.value) for s in pos)
         neg_c = sorted(candidate.confidence(*s.features()) for s in neg)
+        # -inf (a weighed feature missing) lies below every cut; cuts fall between finite values
         values = sorted({c for c, _ in pos_c} | set(neg_c))
+        values = [c for c in values if math.isfinite(c)]
+        if not values:
+            continue
         cuts = [values[0] - 0.05] + [(a + b) / 2 for a, b in itertools.pairwise(values)]
         for tau in cuts:
             lost_value = sum(v for c, v in pos_c if c < tau)
@@ -167,7 +182,9 @@ def fit_profile(
             if best is None or key > best[0]:
                 rule = NoResultRule(round(w_cos, 4), round(w_cov, 4), round(tau, 6), round(w_rr, 4))
                 best = (key, rule)
-    assert best is not None  # the lowest cut loses nothing
+    # weight vectors without the rerank feature exist for every profile, and their lowest cut
+    # loses nothing
+    assert best is not None
     rule = best[1]
     return Fit(
         profile=profile,
@@ -199,23 +216,54 @@ def rules_to_json(rules: Mapping[str, NoResultRule], meta: Mapping[str, Any] | N
     return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
 
+_RULE_KEYS = ("w_cos", "w_cov", "tau", "w_rerank")
+_WEIGHT_FEATURE = {"w_cos": 0, "w_cov": 1, "w_rerank": 2}
+
+
+def _rule_from_mapping(profile: str, raw: Any, where: str) -> NoResultRule:
+    if profile not in PROFILE_FEATURES:
+        raise ValueError(
+            f"{where}: unknown profile {profile!r}; expected one of {', '.join(PROFILE_FEATURES)}"
+        )
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: expected an object {{w_cos, w_cov, tau[, w_rerank]}}")
+    unknown = sorted(set(raw) - set(_RULE_KEYS))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
+    values: dict[str, float] = {"w_rerank": 0.0}
+    for key in _RULE_KEYS:
+        if key not in raw:
+            if key == "w_rerank":
+                continue
+            raise ValueError(f"{where}: missing {key!r}")
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where}.{key}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"{where}.{key}: expected a finite number, got {value!r}")
+        if key != "tau" and value < 0:
+            raise ValueError(f"{where}.{key}: expected a weight >= 0, got {value!r}")
+        if key != "tau" and value > 0 and not PROFILE_FEATURES[profile][_WEIGHT_FEATURE[key]]:
+            raise ValueError(
+                f"{where}.{key}: profile {profile} does not compute that feature, expected 0"
+            )
+        values[key] = float(value)
+    return NoResultRule(values["w_cos"], values["w_cov"], values["tau"], values["w_rerank"])
+
+
 def rules_from_json(text: str, *, source: str = "<string>") -> dict[str, NoResultRule]:
+    """Parse ``{"rules": {profile: {w_cos, w_cov, tau[, w_rerank]}}}``; every problem is a
+    ValueError naming ``source``, the profile and the key (files without ``w_rerank`` load)."""
     try:
         data = json.loads(text)
-        raw = data["rules"]
-        return {
-            str(p): NoResultRule(
-                float(r["w_cos"]),
-                float(r["w_cov"]),
-                float(r["tau"]),
-                float(r.get("w_rerank", 0.0)),
-            )
-            for p, r in raw.items()
-        }
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except ValueError as exc:
+        raise ValueError(f"{source}: not JSON: {exc}") from exc
+    raw = data.get("rules") if isinstance(data, dict) else None
+    if not isinstance(raw, dict):
         raise ValueError(
-            f"{source}: expected {{'rules': {{profile: {{w_cos, w_cov, tau[, w_rerank]}}}}}}: {exc}"
-        ) from exc
+            f"{source}: expected {{'rules': {{profile: {{w_cos, w_cov, tau[, w_rerank]}}}}}}"
+        )
+    return {str(p): _rule_from_mapping(str(p), r, f"{source}: rules.{p}") for p, r in raw.items()}
 
 
 def load_rules(path: str | Path) -> dict[str, NoResultRule]:
