@@ -27,12 +27,14 @@ Features (the first two are what the engine computes; the rest were candidates):
                    k-means clusters of the listing vectors (shared, ridge-regularised covariance)
 ``dropout``        share of one-word-dropped variants of the query whose dense top 1 is unchanged
 ``cross_encoder``  (``--cross-encoder``) a cross-encoder fine-tuned from the packaged bi-encoder
-                   weights on the dev judgments (BCE on grade / 3), best logit over the hybrid
+                   weights on the dev judgments (BCE on grade / 3) with the text and length the
+                   engine serves it (``rerank_text``, 256 tokens), best logit over the hybrid
                    top 10; its dev figures are in-sample
 ``tuned_cos``      (``--tune-bi-encoder``) the best cosine over the catalog after fine-tuning the
                    bi-encoder itself on the dev (query, grade >= 2 listing) pairs; in-sample on dev
 
-Run: ``python benchmarks/no_result_study.py [--collection PATH] [--cross-encoder]``;
+Run: ``python benchmarks/no_result_study.py [--collection PATH] [--cross-encoder]
+[--tune-bi-encoder]``;
 ``--save-cross-encoder DIR`` keeps the fine-tuned model, which ``hybrid_rerank`` can load.
 Whole-catalog features use the query text as written; ``cos`` and ``coverage`` are the engine's
 (after constraint extraction and filters). Nothing is written except the optional ``--json``.
@@ -58,7 +60,12 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_searcheval.collection import load  # noqa: E402
 from pytest_searcheval.engine import threshold  # noqa: E402
-from pytest_searcheval.engine.core import Engine, EngineSettings, embedding_text  # noqa: E402
+from pytest_searcheval.engine.core import (  # noqa: E402
+    Engine,
+    EngineSettings,
+    embedding_text,
+    rerank_text,
+)
 
 _STOP_WORDS = (
     "a an the of for to in on at by with from and or is it my me i this that what which who "
@@ -223,7 +230,7 @@ def cross_encoder_feature(
 
     torch.manual_seed(0)
     rng = random.Random(0)
-    texts = {i: embedding_text(d) for i, d in collection.documents.items()}
+    texts = {i: rerank_text(d) for i, d in collection.documents.items()}  # as served
     pairs = [
         (q.text, texts[d], min(max(g, 0), 3) / 3)
         for q in collection.queries.values()
@@ -248,7 +255,7 @@ def cross_encoder_feature(
                 [p[0] for p in chunk],
                 [p[1] for p in chunk],
                 truncation="only_second",
-                max_length=192,
+                max_length=256,
                 padding=True,
                 return_tensors="pt",
             )
@@ -267,7 +274,7 @@ def cross_encoder_feature(
                 [row["text"]] * len(row["top10"]),
                 [texts[d] for d in row["top10"]],
                 truncation="only_second",
-                max_length=192,
+                max_length=256,
                 padding=True,
                 return_tensors="pt",
             )
