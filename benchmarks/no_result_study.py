@@ -89,24 +89,7 @@ def gather(collection: Any, engine: Engine) -> list[dict[str, Any]]:
         relevant = {d for d, g in collection.judgments.get(query.id, {}).items() if g >= 2}
         if not unanswerable and not relevant:
             continue
-        try:
-            body = engine._search(
-                query.text,
-                profile="hybrid",
-                limit=10,
-                filters=None,
-                extract=True,
-                apply_threshold=False,
-            )
-        except ValueError:
-            body = engine._search(
-                query.text,
-                profile="hybrid",
-                limit=10,
-                filters=None,
-                extract=False,
-                apply_threshold=False,
-            )
+        body = engine.search_uncut(query.text, profile="hybrid")
         ranked = [r["id"] for r in body["results"]]
         rows.append(
             {

@@ -956,6 +956,29 @@ class Engine:
 
     # -- calibration --------------------------------------------------------------------------
 
+    def search_uncut(self, text: str, *, profile: str, limit: int = 10) -> dict[str, Any]:
+        """The response with the no-result cut not applied, to a query sent as a client sends
+        it by default (the text alone, constraints extracted); when an extracted constraint is
+        one this registry rejects, the text is ranked unfiltered."""
+        try:
+            return self._search(
+                text,
+                profile=profile,
+                limit=limit,
+                filters=None,
+                extract=True,
+                apply_threshold=False,
+            )
+        except ValueError:
+            return self._search(
+                text,
+                profile=profile,
+                limit=limit,
+                filters=None,
+                extract=False,
+                apply_threshold=False,
+            )
+
     def threshold_samples(
         self,
         collection: Collection,
@@ -977,26 +1000,7 @@ class Engine:
             for p in profiles:
                 if self.profiles()[p] is not None:
                     continue
-                try:
-                    # what a client sends by default: the text alone, constraints extracted
-                    body = self._search(
-                        query.text,
-                        profile=p,
-                        limit=10,
-                        filters=None,
-                        extract=True,
-                        apply_threshold=False,
-                    )
-                except ValueError:
-                    # an extracted constraint this registry rejects: rank the text unfiltered
-                    body = self._search(
-                        query.text,
-                        profile=p,
-                        limit=10,
-                        filters=None,
-                        extract=False,
-                        apply_threshold=False,
-                    )
+                body = self.search_uncut(query.text, profile=p)
                 conf = body["confidence"]
                 relevant = [
                     d for d, g in collection.judgments.get(query.id, {}).items() if g >= level
