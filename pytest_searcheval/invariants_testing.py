@@ -33,7 +33,14 @@ from .collection_model import Asset, Document
 from .constraints import satisfies
 from .targets import Hit, MutableTarget, SearchResponse, TargetUnavailable
 
-__all__ = ["FLAWS", "BrokenTarget", "MemoryTarget", "simple_extract"]
+__all__ = [
+    "FLAWS",
+    "BrokenTarget",
+    "Forwarding",
+    "ForwardingMutable",
+    "MemoryTarget",
+    "simple_extract",
+]
 
 _TERM = re.compile(r"[a-z0-9]+")
 _PRICE = re.compile(r"(?:under|below|at most|less than)\s+\$?\s*([0-9]+(?:\.[0-9]+)?)")
@@ -174,6 +181,55 @@ class MemoryTarget:
         yield MemoryTarget(dict(self.documents), self.assets, extract=self.extracts)
 
 
+class Forwarding:
+    """A read-only target that forwards every call to ``inner``: subclass it and override the
+    one behaviour a test double should change."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def profiles(self) -> Mapping[str, str | None]:
+        return self.inner.profiles()  # type: ignore[no-any-return]
+
+    def describe(self) -> Mapping[str, Any]:
+        return self.inner.describe()  # type: ignore[no-any-return]
+
+    def search(
+        self,
+        query: str,
+        *,
+        profile: str,
+        limit: int = 20,
+        filters: Mapping[str, Any] | None = None,
+        extract: bool = True,
+    ) -> SearchResponse:
+        return self.inner.search(  # type: ignore[no-any-return]
+            query, profile=profile, limit=limit, filters=filters, extract=extract
+        )
+
+
+class ForwardingMutable(Forwarding):
+    """:class:`Forwarding` for a mutable ``inner``; ``isolated()`` wraps the inner clone with
+    :meth:`wrap` (by default the same class around it)."""
+
+    def upsert(self, document: Mapping[str, Any]) -> None:
+        self.inner.upsert(document)
+
+    def delete(self, doc_id: str) -> None:
+        self.inner.delete(doc_id)
+
+    def reindex(self) -> None:
+        self.inner.reindex()
+
+    def wrap(self, clone: Any) -> MutableTarget:
+        return type(self)(clone)
+
+    @contextmanager
+    def isolated(self) -> Iterator[MutableTarget]:
+        with self.inner.isolated() as clone:
+            yield self.wrap(clone)
+
+
 #: flaw -> what the broken target does (and which invariant must catch it).
 FLAWS: dict[str, str] = {
     "leak-filtered": "with filters, puts the best listing that breaks them at rank 1",
@@ -188,19 +244,18 @@ FLAWS: dict[str, str] = {
 }
 
 
-class BrokenTarget:
+class BrokenTarget(ForwardingMutable):
     """Wraps a mutable target and adds one flaw from :data:`FLAWS`."""
+
+    inner: MemoryTarget
 
     def __init__(self, inner: MemoryTarget, flaw: str) -> None:
         if flaw not in FLAWS:
             raise ValueError(f"flaw: expected one of {', '.join(FLAWS)}, got {flaw!r}")
-        self.inner = inner
+        super().__init__(inner)
         self.flaw = flaw
         self.drifted = False
         self.calls = 0
-
-    def profiles(self) -> Mapping[str, str | None]:
-        return self.inner.profiles()
 
     def describe(self) -> Mapping[str, Any]:
         return {**self.inner.describe(), "flaw": self.flaw}
@@ -267,9 +322,6 @@ class BrokenTarget:
         counts = Counter(terms(doc.title) + terms(doc.text))
         return bool(counts) and max(counts.values()) > 5
 
-    def upsert(self, document: Mapping[str, Any]) -> None:
-        self.inner.upsert(document)
-
     def delete(self, doc_id: str) -> None:
         if self.flaw != "ignore-delete":
             self.inner.delete(doc_id)
@@ -278,11 +330,9 @@ class BrokenTarget:
         self.inner.reindex()
         self.drifted = True
 
-    @contextmanager
-    def isolated(self) -> Iterator[MutableTarget]:
-        with self.inner.isolated() as clone:
-            assert isinstance(clone, MemoryTarget)
-            yield BrokenTarget(clone, self.flaw)
+    def wrap(self, clone: Any) -> MutableTarget:
+        assert isinstance(clone, MemoryTarget)
+        return BrokenTarget(clone, self.flaw)
 
 
 def _rescore(hits: list[Hit]) -> list[Hit]:

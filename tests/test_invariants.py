@@ -16,7 +16,13 @@ from pytest_searcheval import invariants as inv
 from pytest_searcheval.collection import load_conformance
 from pytest_searcheval.collection_model import Collection
 from pytest_searcheval.config import SearchEvalConfig
-from pytest_searcheval.invariants_testing import FLAWS, BrokenTarget, MemoryTarget, simple_extract
+from pytest_searcheval.invariants_testing import (
+    FLAWS,
+    BrokenTarget,
+    Forwarding,
+    MemoryTarget,
+    simple_extract,
+)
 from pytest_searcheval.targets import MutableTarget, SearchResponse, SearchTarget
 
 SETTINGS = inv.InvariantSettings(split="test", profile="hybrid", limit=20)
@@ -45,30 +51,11 @@ def outcomes(
     return {c.id: c.outcome(target) for c in cases}
 
 
-class ReadOnly:
+class ReadOnly(Forwarding):
     """A target without upsert/delete/reindex/isolated (like an HTTP service)."""
-
-    def __init__(self, inner: MemoryTarget) -> None:
-        self.inner = inner
-
-    def profiles(self) -> Mapping[str, str | None]:
-        return self.inner.profiles()
 
     def describe(self) -> Mapping[str, Any]:
         return {}
-
-    def search(
-        self,
-        query: str,
-        *,
-        profile: str,
-        limit: int = 20,
-        filters: Mapping[str, Any] | None = None,
-        extract: bool = True,
-    ) -> SearchResponse:
-        return self.inner.search(
-            query, profile=profile, limit=limit, filters=filters, extract=extract
-        )
 
 
 # ------------------------------------------------------------------------------ the fixture

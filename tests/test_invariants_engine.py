@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,8 @@ import test_invariants_data as fx
 
 from pytest_searcheval import invariants as inv
 from pytest_searcheval.collection_model import Collection
-from pytest_searcheval.targets import EngineTarget, MutableTarget, SearchResponse
+from pytest_searcheval.invariants_testing import ForwardingMutable
+from pytest_searcheval.targets import EngineTarget
 
 pytestmark = pytest.mark.slow
 
@@ -37,44 +37,11 @@ def engine_target(
         inv.clear_caches()
 
 
-class IgnoresDeletes:
+class IgnoresDeletes(ForwardingMutable):
     """Any mutable target whose delete() does nothing (a cache that is never invalidated)."""
-
-    def __init__(self, inner: MutableTarget) -> None:
-        self.inner = inner
-
-    def profiles(self) -> Mapping[str, str | None]:
-        return self.inner.profiles()
-
-    def describe(self) -> Mapping[str, Any]:
-        return self.inner.describe()
-
-    def search(
-        self,
-        query: str,
-        *,
-        profile: str,
-        limit: int = 20,
-        filters: Mapping[str, Any] | None = None,
-        extract: bool = True,
-    ) -> SearchResponse:
-        return self.inner.search(
-            query, profile=profile, limit=limit, filters=filters, extract=extract
-        )
-
-    def upsert(self, document: Mapping[str, Any]) -> None:
-        self.inner.upsert(document)
 
     def delete(self, doc_id: str) -> None:
         pass
-
-    def reindex(self) -> None:
-        self.inner.reindex()
-
-    @contextmanager
-    def isolated(self) -> Iterator[MutableTarget]:
-        with self.inner.isolated() as clone:
-            yield IgnoresDeletes(clone)
 
 
 def test_invariants_on_the_reference_engine(coll: Collection, engine_target: EngineTarget) -> None:
