@@ -20,6 +20,7 @@ from pytest_searcheval import strkey
 from pytest_searcheval.collection_model import Asset
 from pytest_searcheval.engine.app import MAX_QUERY_CHARS, create_app
 from pytest_searcheval.engine.service import serve_in_thread
+from pytest_searcheval.vocabulary import FILTER_KEYS
 
 USDC = strkey.encode_contract(bytes([1]) * 32)
 G = strkey.encode_account(bytes([9]) * 32)
@@ -349,19 +350,7 @@ def test_random_parameter_values_never_give_a_500(client: TestClient) -> None:
 
     rng = random.Random(20261130)
     alphabet = "aZ09 $%'\";\\-_.:,()[]{}<>=!?\x00\x01\x7f\u00e9\u2014\U0001f600\ufffd\n\t"
-    names = [
-        "q",
-        "profile",
-        "limit",
-        "extract",
-        "type",
-        "network",
-        "scheme",
-        "asset",
-        "recipient",
-        "max_price_usd",
-        "extension",
-    ]
+    names = ["q", "profile", "limit", "extract", *FILTER_KEYS]
     for _ in range(300):
         params = {"q": "weather"}
         for name in rng.sample(names, rng.randint(1, 4)):

@@ -20,6 +20,7 @@ from pytest_searcheval.collection_model import Collection
 from pytest_searcheval.collection_synth import write_synthetic
 from pytest_searcheval.engine.core import Engine, EngineSettings
 from pytest_searcheval.engine.service import RunningService, serve_in_thread
+from pytest_searcheval.vocabulary import FILTER_KEYS
 
 N_DOCS = 80
 
@@ -120,19 +121,7 @@ PAYLOADS = [
     '") OR TRUE --',
     "ab\x00cd",
 ]
-PARAMS = [
-    "q",
-    "profile",
-    "limit",
-    "extract",
-    "type",
-    "network",
-    "scheme",
-    "asset",
-    "recipient",
-    "max_price_usd",
-    "extension",
-]
+PARAMS = ["q", "profile", "limit", "extract", *FILTER_KEYS]
 
 
 def test_injection_payloads_in_every_parameter(service: RunningService) -> None:
