@@ -896,8 +896,13 @@ class Engine:
             if use_lex
             else None
         )
-        surviving = [head_scores[d] for d, _ in ranked if d in head_scores]
-        rerank = max(surviving, default=None) if profile == "hybrid_rerank" else None
+        # hybrid_rerank: the best head score among the listings that survived (None: none did);
+        # other profiles have no head and skip the pass over the ranked list
+        rerank = (
+            max((head_scores[d] for d, _ in ranked if d in head_scores), default=None)
+            if head_scores
+            else None
+        )
         rule = (self.settings.no_result or {}).get(profile)
         confidence = rule.confidence(cos, coverage, rerank) if rule is not None else None
         no_result = bool(
