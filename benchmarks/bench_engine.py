@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_searcheval.collection_model import Collection, Document, Query
+from pytest_searcheval.collection.model import Collection, Document, Query
 from pytest_searcheval.engine.core import Engine, EngineSettings
 from pytest_searcheval.engine.dense import DenseParams
 from pytest_searcheval.engine.embed import Embedder
@@ -59,7 +59,7 @@ def load_collection(path: Path | None) -> tuple[Collection, str]:
         return load(path), str(path)
     if (ROOT / "corpus").is_dir() and (ROOT / "qrels" / "judgments.tsv").exists():
         return load(ROOT), "shipped catalog"
-    from pytest_searcheval.collection_synth import write_synthetic
+    from pytest_searcheval.collection.synth import write_synthetic
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     write_synthetic(tmp, n_docs=500, n_queries=50)

@@ -58,7 +58,7 @@ from typing import Any
 
 from pytest_searcheval import metrics, stats
 from pytest_searcheval.collection import load
-from pytest_searcheval.collection_model import Collection
+from pytest_searcheval.collection.model import Collection
 from pytest_searcheval.engine import index
 from pytest_searcheval.engine.bm25 import BM25FParams
 from pytest_searcheval.engine.core import Engine, EngineSettings
@@ -342,7 +342,7 @@ def main() -> None:
     results = [compare(load(args.collection), args.depth, args.permutations)]
     print_table(results[0])
     if args.synthetic:
-        from pytest_searcheval.collection_synth import write_synthetic
+        from pytest_searcheval.collection.synth import write_synthetic
 
         with tempfile.TemporaryDirectory(prefix="compare-bm25-synth-") as tmp:
             results.append(compare(load(write_synthetic(tmp)), args.depth, args.permutations))

@@ -3,7 +3,7 @@
 Every case's ``expect_ids`` was worked out by hand (written below, next to the listings it
 reasons about) and is then re-derived here by an evaluator that uses only exact Decimal
 arithmetic and this file's own strkey reading; the build fails when the two disagree. When the
-package is importable, the project's oracle (pytest_searcheval.constraints) is checked as well.
+package is importable, the project's oracle (pytest_searcheval.x402.oracle) is checked as well.
 
 Asset registry: the shipped ../collection.yaml, which holds 6-decimal (USDB) and 18-decimal (WETH)
 tokens besides the 7-decimal ones. One asset (UNKNOWN below) is deliberately not registered: an
@@ -319,7 +319,7 @@ def build() -> tuple[str, str, list[str]]:
     problems: list[str] = []
     constraints: Any
     try:
-        from pytest_searcheval import constraints
+        from pytest_searcheval.x402 import oracle as constraints
     except ImportError:  # pragma: no cover - standalone use: hand vs Decimal check only
         print("note: pytest_searcheval not importable; oracle cross-check skipped", file=sys.stderr)
         constraints = None

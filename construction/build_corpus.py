@@ -14,7 +14,7 @@ converts it into atomic units of the option's asset: ``units = round(usd / rate 
 ``min(units * rate / 10**decimals)``, computed with Decimal (exact: the divisor is a power of ten).
 
 Addresses: Stellar strkeys derived from SHA-256 of a label, encoded with CRC16-XModem checksums
-(pytest_searcheval.strkey when importable, else the fallback below).
+(pytest_searcheval.x402.strkey when importable, else the fallback below).
 
 Run: python construction/build_corpus.py [--check]  (--check: fail if outputs would change)
 """
@@ -50,7 +50,7 @@ STYLE = {"t": "terse", "m": "marketing", "x": "technical", "h": "schema-heavy", 
 
 try:  # the package's implementation, when the repository is installed
     sys.path.insert(0, str(ROOT))
-    from pytest_searcheval import strkey as _strkey
+    from pytest_searcheval.x402 import strkey as _strkey
 
     def encode_account(key: bytes) -> str:
         return _strkey.encode_account(key)

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .gate import verify_baseline
-from .report import SCHEMA_VERSION, markdown, terminal_lines, write_atomic
+from pytest_searcheval.baseline.gate import verify_baseline
+from pytest_searcheval.report import SCHEMA_VERSION, markdown, terminal_lines, write_atomic
 
 
 def _load_json(path: Path, what: str) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def _report(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         text = markdown(data)
     else:
-        from .report_html import html
+        from pytest_searcheval.report.html import html
 
         text = html(data)
     if args.out:

@@ -17,12 +17,12 @@ import pytest
 # Imported here, before any in-process pytester run: pytester restores sys.modules after each
 # run, and re-importing yaml-based loaders per run breaks their registered constructors.
 import pytest_searcheval.collection
-import pytest_searcheval.constraints
 import pytest_searcheval.metrics
-import pytest_searcheval.plugin_finish
-import pytest_searcheval.report_html
+import pytest_searcheval.plugin.finish
+import pytest_searcheval.report.html
 import pytest_searcheval.stats  # noqa: F401
-from pytest_searcheval.strkey import encode_account, encode_contract
+import pytest_searcheval.x402.oracle
+from pytest_searcheval.x402.strkey import encode_account, encode_contract
 
 PUBNET = "stellar:pubnet"
 TESTNET = "stellar:testnet"

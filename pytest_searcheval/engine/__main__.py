@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_searcheval.collection_model import Collection
+    from pytest_searcheval.collection.model import Collection
     from pytest_searcheval.engine.core import Engine
 
 TOKEN_ENV = "SEARCHEVAL_ADMIN_TOKEN"
@@ -235,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from pytest_searcheval.collection_model import CollectionError
+    from pytest_searcheval.collection.model import CollectionError
     from pytest_searcheval.engine.db import DatabaseError
 
     args = _parser().parse_args(argv)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_searcheval.collection_model import Asset, Collection, Document
+from pytest_searcheval.collection.model import Asset, Collection, Document
 from pytest_searcheval.engine import bm25, dedup, dense, fusion, index, threshold, title
 from pytest_searcheval.engine.bm25 import BM25FParams
 from pytest_searcheval.engine.dense import DenseParams

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
-from pytest_searcheval import strkey
+from pytest_searcheval.x402 import strkey
 from pytest_searcheval.engine.x402 import AssetLike, FilterError, parse_filters
 
 __all__ = [

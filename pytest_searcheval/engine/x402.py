@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_searcheval import strkey
-from pytest_searcheval.vocabulary import FILTER_KEYS
+from pytest_searcheval.x402 import strkey
+from pytest_searcheval.x402.vocabulary import FILTER_KEYS
 
 if TYPE_CHECKING:
     from psycopg import sql

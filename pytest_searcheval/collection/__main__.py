@@ -1,0 +1,5 @@
+import sys
+
+from pytest_searcheval.collection.cli import main
+
+sys.exit(main())

@@ -1,0 +1,287 @@
+"""Defensive readers for collection files: stream lines with a length cap, decode UTF-8 line by
+line, parse JSON Lines, TSV and YAML, and turn every failure into a ``Problem`` with file and
+line instead of a traceback. Nothing here slurps a line-oriented file, so a 1 GB corpus costs
+memory proportional to its records, not to the file twice over."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_searcheval.collection.model import CollectionError, Problem
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_MAX_YAML_BYTES",
+    "Problems",
+    "YamlItem",
+    "iter_jsonl",
+    "iter_lines",
+    "read_yaml",
+    "yaml_items",
+]
+
+DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_YAML_BYTES = 64 * 1024 * 1024
+# A file with this many problems is not the expected format at all; reading the rest of it
+# (possibly a gigabyte) would only produce more of the same.
+MAX_PROBLEMS_PER_FILE = 1000
+_CHUNK = 1024 * 1024
+
+
+@dataclass
+class Problems:
+    """Collects problems; keeps the first ``limit`` and counts the rest, so that a garbage
+    gigabyte does not build a gigabyte of messages."""
+
+    limit: int = 10_000
+    items: list[Problem] = field(default_factory=list)
+    dropped: int = 0
+    per_file: dict[str, int] = field(default_factory=dict)
+
+    def add(self, file: str, line: int | None, field_: str | None, message: str) -> None:
+        self.per_file[file] = self.per_file.get(file, 0) + 1
+        if len(self.items) < self.limit:
+            self.items.append(Problem(file, line, field_, message))
+        else:
+            self.dropped += 1
+
+    def __bool__(self) -> bool:
+        return bool(self.items) or self.dropped > 0
+
+    def __len__(self) -> int:
+        return len(self.items) + self.dropped
+
+    def raise_if_any(self) -> None:
+        if self:
+            raise CollectionError(self.items, truncated=self.dropped)
+
+
+def display(path: Path, root: Path | None) -> str:
+    """Path as shown in messages: relative to the collection root when inside it."""
+    if root is not None:
+        try:
+            return path.relative_to(root).as_posix()
+        except ValueError:
+            pass
+    return str(path)
+
+
+def iter_lines(
+    path: Path,
+    problems: Problems,
+    name: str,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, text without line ending) for each line that decodes.
+
+    Lines longer than ``max_line_bytes`` and lines that are not UTF-8 are reported and skipped
+    (the caller fails the load at the end); a UTF-8 byte order mark on line 1 is ignored.
+    """
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        problems.add(name, None, None, f"cannot open: {exc.strerror or exc}")
+        return
+    with fh:
+        number = 0
+        per_file = problems.per_file
+        while True:
+            if per_file.get(name, 0) >= MAX_PROBLEMS_PER_FILE:
+                problems.add(
+                    name,
+                    number,
+                    None,
+                    f"stopped reading after {MAX_PROBLEMS_PER_FILE} problems in this file",
+                )
+                return
+            try:
+                raw = fh.readline(max_line_bytes + 1)
+            except OSError as exc:
+                problems.add(name, number + 1, None, f"read error: {exc.strerror or exc}")
+                return
+            if not raw:
+                return
+            number += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                skipped = len(raw)
+                while True:
+                    rest = fh.readline(_CHUNK)
+                    skipped += len(rest)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+                problems.add(
+                    name,
+                    number,
+                    None,
+                    f"line is {skipped} bytes, longer than the limit of {max_line_bytes} bytes"
+                    " (one record per line expected; raise max_line_bytes if this is intended)",
+                )
+                continue
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problems.add(
+                    name,
+                    number,
+                    None,
+                    f"not valid UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1}):"
+                    " expected UTF-8 text",
+                )
+                continue
+            yield number, text.rstrip("\r\n")
+
+
+def iter_jsonl(
+    path: Path,
+    problems: Problems,
+    name: str,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line, object) for every line holding a JSON object; blank lines are skipped."""
+    loads = json.loads
+    for number, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
+        if not text or text.isspace():
+            continue
+        try:
+            value = loads(text)
+        except ValueError as exc:
+            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            col = exc.colno if isinstance(exc, json.JSONDecodeError) else None
+            where = f" at column {col}" if col else ""
+            problems.add(name, number, None, f"malformed JSON{where}: {msg}")
+            continue
+        if not isinstance(value, dict):
+            problems.add(name, number, None, f"expected a JSON object, got {type(value).__name__}")
+            continue
+        yield number, value
+
+
+@dataclass(frozen=True, slots=True)
+class YamlItem:
+    """One element of a top-level YAML sequence with the lines of its keys."""
+
+    value: Any
+    line: int
+    key_lines: dict[str, int]
+
+
+def read_yaml(
+    path: Path,
+    problems: Problems,
+    name: str,
+    *,
+    max_bytes: int = DEFAULT_MAX_YAML_BYTES,
+) -> yaml.Node | None:
+    """Parse a YAML file into a node tree (positions kept); None after reporting a problem."""
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        problems.add(name, None, None, f"cannot open: {exc.strerror or exc}")
+        return None
+    if size > max_bytes:
+        problems.add(
+            name, None, None, f"file is {size} bytes, larger than the YAML limit of {max_bytes}"
+        )
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        problems.add(name, None, None, f"cannot read: {exc.strerror or exc}")
+        return None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        problems.add(name, line, None, "not valid UTF-8: expected UTF-8 text")
+        return None
+    loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = loader_cls(text)
+    try:
+        node: yaml.Node | None = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        at = mark.line + 1 if mark is not None else None
+        problems.add(name, at, None, f"malformed YAML: {exc.problem or exc}")
+        return None
+    except yaml.YAMLError as exc:
+        problems.add(name, None, None, f"malformed YAML: {exc}")
+        return None
+    finally:
+        loader.dispose()
+    _check_duplicate_keys(node, problems, name)
+    return node
+
+
+def _check_duplicate_keys(node: yaml.Node | None, problems: Problems, name: str) -> None:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for k, v in n.value:
+                if isinstance(k, yaml.ScalarNode):
+                    if k.value in seen:
+                        problems.add(
+                            name,
+                            k.start_mark.line + 1,
+                            str(k.value),
+                            f"duplicate key (first on line {seen[k.value]})",
+                        )
+                    else:
+                        seen[k.value] = k.start_mark.line + 1
+                stack.append(v)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+
+
+def construct(node: yaml.Node, problems: Problems, name: str) -> Any:
+    """Build Python values from a node (safe constructors only)."""
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problems.add(name, mark.line + 1 if mark else None, None, f"invalid YAML value: {exc}")
+        return None
+    finally:
+        loader.dispose()
+
+
+def yaml_items(node: yaml.Node | None, problems: Problems, name: str, what: str) -> list[YamlItem]:
+    """The elements of a top-level YAML list, each with its line and its keys' lines."""
+    if node is None:
+        return []
+    if not isinstance(node, yaml.SequenceNode):
+        problems.add(name, node.start_mark.line + 1, None, f"expected a YAML list of {what}")
+        return []
+    value = construct(node, problems, name)
+    if not isinstance(value, list):
+        return []
+    items: list[YamlItem] = []
+    for child, v in zip(node.value, value, strict=True):
+        key_lines: dict[str, int] = {}
+        if isinstance(child, yaml.MappingNode):
+            for k, _ in child.value:
+                if isinstance(k, yaml.ScalarNode):
+                    key_lines[str(k.value)] = k.start_mark.line + 1
+        items.append(YamlItem(v, child.start_mark.line + 1, key_lines))
+    return items
+
+
+def key_lines_of(node: yaml.Node | None) -> dict[str, int]:
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {
+        str(k.value): k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)
+    }

@@ -1,0 +1,462 @@
+"""BEIR and TREC readers and TREC writers.
+
+* BEIR: ``corpus.jsonl`` ({_id, title, text, metadata}), ``queries.jsonl`` ({_id, text,
+  metadata}), ``qrels/{train,dev,test}.tsv`` (``query-id  corpus-id  score``, header optional).
+* TREC qrels: ``qid iter docid grade`` (whitespace separated; iter ignored).
+* TREC topics: classic SGML (``<top><num> Number: 301 <title> ...``), the newer
+  ``<topic number="1"><query>...`` form, or plain ``qid<TAB>text`` lines.
+* TREC runs: ``qid Q0 docid rank score tag``.
+* TREC corpora: ``<DOC><DOCNO>id</DOCNO> ... </DOC>`` or a JSONL file (native or BEIR records).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from pytest_searcheval.collection.io import (
+    DEFAULT_MAX_LINE_BYTES,
+    Problems,
+    iter_jsonl,
+    iter_lines,
+)
+from pytest_searcheval.collection.model import Document
+
+__all__ = [
+    "read_beir_corpus",
+    "read_beir_qrels",
+    "read_beir_queries",
+    "read_trec_corpus",
+    "read_trec_qrels",
+    "read_trec_run",
+    "read_trec_topics",
+    "write_trec_qrels",
+    "write_trec_run",
+]
+
+Run = Mapping[str, Mapping[str, float] | Sequence[str]]
+
+
+def _str_id(value: object) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def read_beir_corpus(
+    path: Path, name: str, problems: Problems, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> tuple[dict[str, Document], dict[str, dict[str, Any]]]:
+    """BEIR corpus.jsonl: ``_id`` (or ``id``), ``title``, ``text``, optional ``metadata``."""
+    docs: dict[str, Document] = {}
+    raw: dict[str, dict[str, Any]] = {}
+    first: dict[str, int] = {}
+    for line, rec in iter_jsonl(path, problems, name, max_line_bytes=max_line_bytes):
+        did = _str_id(rec.get("_id", rec.get("id")))
+        if did is None:
+            problems.add(name, line, "_id", "expected a non-empty string id")
+            continue
+        title, text = rec.get("title", ""), rec.get("text")
+        if title is None:
+            title = ""
+        if not isinstance(title, str):
+            problems.add(name, line, "title", "expected a string")
+            continue
+        if not isinstance(text, str):
+            problems.add(name, line, "text", "expected a string")
+            continue
+        meta = rec.get("metadata") or {}
+        if not isinstance(meta, dict):
+            problems.add(name, line, "metadata", "expected an object")
+            continue
+        if did in first:
+            problems.add(
+                name, line, "_id", f"duplicate document id {did!r} (first on line {first[did]})"
+            )
+            continue
+        first[did] = line
+        docs[did] = Document(did, title, text, meta)
+        raw[did] = {"id": did, "title": title, "text": text, "fields": meta}
+    return docs, raw
+
+
+def read_beir_queries(
+    path: Path, name: str, problems: Problems, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> dict[str, tuple[str, dict[str, Any], int]]:
+    """BEIR queries.jsonl -> {qid: (text, metadata, line)}."""
+    out: dict[str, tuple[str, dict[str, Any], int]] = {}
+    for line, rec in iter_jsonl(path, problems, name, max_line_bytes=max_line_bytes):
+        qid = _str_id(rec.get("_id", rec.get("id")))
+        if qid is None:
+            problems.add(name, line, "_id", "expected a non-empty string id")
+            continue
+        text = rec.get("text")
+        if not isinstance(text, str) or not text.strip():
+            problems.add(name, line, "text", "query without text: expected a non-empty string")
+            continue
+        meta = rec.get("metadata") or {}
+        if not isinstance(meta, dict):
+            problems.add(name, line, "metadata", "expected an object")
+            continue
+        if qid in out:
+            problems.add(
+                name, line, "_id", f"duplicate query id {qid!r} (first on line {out[qid][2]})"
+            )
+            continue
+        out[qid] = (text, meta, line)
+    return out
+
+
+def _grade(text: str, name: str, line: int, problems: Problems) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if value.is_integer():
+        return int(value)
+    problems.add(name, line, "grade", f"expected an integer grade, got {text!r}")
+    return None
+
+
+def _add_judgment(
+    out: dict[str, dict[str, int]],
+    where: dict[tuple[str, str], int],
+    qid: str,
+    did: str,
+    grade: int,
+    name: str,
+    line: int,
+    problems: Problems,
+    grades: Sequence[int] | None,
+) -> None:
+    if grades is not None and grade not in grades:
+        scale = ", ".join(map(str, grades))
+        problems.add(name, line, "grade", f"grade {grade} outside the declared scale {scale}")
+        return
+    if (qid, did) in where:
+        problems.add(
+            name, line, None, f"duplicate judgment {qid} {did} (first on line {where[qid, did]})"
+        )
+        return
+    where[qid, did] = line
+    out.setdefault(qid, {})[did] = grade
+
+
+def read_beir_qrels(
+    path: Path,
+    name: str,
+    problems: Problems,
+    grades: Sequence[int] | None = None,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> tuple[dict[str, dict[str, int]], dict[tuple[str, str], int]]:
+    """BEIR qrels TSV: ``query-id<TAB>corpus-id<TAB>score``; the header line is optional."""
+    out: dict[str, dict[str, int]] = {}
+    where: dict[tuple[str, str], int] = {}
+    for line, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
+        if not text.strip():
+            continue
+        parts = text.split("\t")
+        if len(parts) != 3:
+            problems.add(name, line, None, f"expected 3 tab-separated fields, got {len(parts)}")
+            continue
+        if line == 1 and parts[2].strip() in ("score", "grade", "relevance"):
+            continue
+        g = _grade(parts[2].strip(), name, line, problems)
+        qid, did = parts[0].strip(), parts[1].strip()
+        if g is None:
+            continue
+        if not qid or not did:
+            problems.add(name, line, None, "empty query or document id")
+            continue
+        _add_judgment(out, where, qid, did, g, name, line, problems, grades)
+    return out, where
+
+
+def read_trec_qrels(
+    path: Path,
+    name: str,
+    problems: Problems,
+    grades: Sequence[int] | None = None,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> tuple[dict[str, dict[str, int]], dict[tuple[str, str], int]]:
+    """TREC qrels: ``qid iter docid grade``, whitespace separated (trec_eval's format)."""
+    out: dict[str, dict[str, int]] = {}
+    where: dict[tuple[str, str], int] = {}
+    for line, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
+        parts = text.split()
+        if not parts:
+            continue
+        if len(parts) != 4:
+            problems.add(
+                name, line, None, f"expected 'qid iter docid grade' (4 fields), got {len(parts)}"
+            )
+            continue
+        g = _grade(parts[3], name, line, problems)
+        if g is not None:
+            _add_judgment(out, where, parts[0], parts[2], g, name, line, problems, grades)
+    return out, where
+
+
+_TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
+_NUM = re.compile(r"<num>\s*(?:Number:)?\s*(\S+)", re.I)
+_FIELD = {
+    "title": re.compile(r"<title>\s*(?:Topic:)?(.*?)(?=<\w+>|</top>|$)", re.S | re.I),
+    "desc": re.compile(r"<desc>\s*(?:Description:)?(.*?)(?=<\w+>|</top>|$)", re.S | re.I),
+    "narr": re.compile(r"<narr>\s*(?:Narrative:)?(.*?)(?=<\w+>|</top>|$)", re.S | re.I),
+}
+_TOPIC = re.compile(r"<topic\s+[^>]*number=\"([^\"]+)\"[^>]*>(.*?)</topic>", re.S | re.I)
+_XML_FIELD = {
+    "title": re.compile(r"<(?:query|title)>(.*?)</(?:query|title)>", re.S | re.I),
+    "desc": re.compile(r"<(?:question|description)>(.*?)</(?:question|description)>", re.S | re.I),
+    "narr": re.compile(r"<narrative>(.*?)</narrative>", re.S | re.I),
+}
+
+
+def _clean(text: str) -> str:
+    return " ".join(re.sub(r"</?\w+[^>]*>", " ", text).split())
+
+
+def read_trec_topics(
+    path: Path,
+    name: str,
+    problems: Problems,
+    *,
+    field: str = "title",
+    max_bytes: int = 256 * 1024 * 1024,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> dict[str, tuple[str, int]]:
+    """Topics -> {qid: (text, line)}. ``field`` picks title, desc, narr or "title+desc"."""
+    wanted = field.split("+")
+    if any(w not in _FIELD for w in wanted):
+        problems.add(
+            name,
+            None,
+            "field",
+            f"unknown topic field {field!r}: expected title, desc, narr, title+desc",
+        )
+        return {}
+    out: dict[str, tuple[str, int]] = {}
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(65536)
+    except OSError as exc:
+        problems.add(name, None, None, f"cannot open: {exc.strerror or exc}")
+        return {}
+    lowered = head.lower()
+    if b"<top>" not in lowered and b"<topic" not in lowered:
+        for line, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
+            if not text.strip():
+                continue
+            qid, sep, body = text.partition("\t")
+            if not sep or not qid.strip() or not body.strip():
+                problems.add(name, line, None, "expected 'qid<TAB>text' (or <top> SGML topics)")
+                continue
+            _put_topic(out, qid.strip(), body.strip(), line, name, problems)
+        return out
+    size = path.stat().st_size
+    if size > max_bytes:
+        problems.add(name, None, None, f"topic file is {size} bytes, larger than {max_bytes}")
+        return {}
+    data = path.read_bytes()
+    try:
+        content = data.decode("utf-8")
+    except UnicodeDecodeError:
+        content = data.decode("latin-1")  # classic TREC topic files predate UTF-8
+    sgml = [(m.start(), m.group(1)) for m in _TOP.finditer(content)]
+    xml = [(m.start(), m.group(2), m.group(1), _XML_FIELD) for m in _TOPIC.finditer(content)]
+    for start, body in sgml:
+        line = content.count("\n", 0, start) + 1
+        m = _NUM.search(body)
+        if m is None:
+            problems.add(name, line, "num", "topic without <num>")
+            continue
+        text = _join(body, wanted, _FIELD)
+        _put_topic(out, m.group(1).strip(), text, line, name, problems)
+    for start, body, qid, fields in xml:
+        line = content.count("\n", 0, start) + 1
+        text = _join(body, wanted, fields)
+        _put_topic(out, qid.strip(), text, line, name, problems)
+    if not sgml and not xml:
+        problems.add(name, 1, None, "no <top> or <topic> elements found")
+    return out
+
+
+def _join(body: str, wanted: list[str], fields: Mapping[str, re.Pattern[str]]) -> str:
+    parts = []
+    for w in wanted:
+        m = fields[w].search(body)
+        if m is not None:
+            parts.append(_clean(m.group(1)))
+    return " ".join(p for p in parts if p)
+
+
+def _put_topic(
+    out: dict[str, tuple[str, int]], qid: str, text: str, line: int, name: str, problems: Problems
+) -> None:
+    if not text:
+        problems.add(name, line, "text", f"topic {qid} without text in the chosen field")
+    elif qid in out:
+        problems.add(name, line, "num", f"duplicate topic {qid!r} (first on line {out[qid][1]})")
+    else:
+        out[qid] = (text, line)
+
+
+def read_trec_corpus(
+    path: Path, name: str, problems: Problems, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> tuple[dict[str, Document], dict[str, dict[str, Any]]]:
+    """A TREC SGML corpus (``<DOC><DOCNO>..</DOCNO>..</DOC>``), streamed document by document."""
+    docs: dict[str, Document] = {}
+    raw: dict[str, dict[str, Any]] = {}
+    first: dict[str, int] = {}
+    for line, docno, title, text in _iter_sgml_docs(path, name, problems, max_line_bytes):
+        if not docno:
+            problems.add(name, line, "DOCNO", "document without <DOCNO>")
+            continue
+        if docno in first:
+            problems.add(
+                name, line, "DOCNO", f"duplicate document {docno!r} (first on line {first[docno]})"
+            )
+            continue
+        first[docno] = line
+        docs[docno] = Document(docno, title, text)
+        raw[docno] = {"id": docno, "title": title, "text": text}
+    return docs, raw
+
+
+def _iter_sgml_docs(
+    path: Path, name: str, problems: Problems, max_line_bytes: int
+) -> Iterator[tuple[int, str, str, str]]:
+    buf: list[str] = []
+    start = 0
+    inside = False
+    for line, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
+        upper = text.strip().upper()
+        if upper.startswith("<DOC>"):
+            inside, buf, start = True, [text.strip()[5:]], line
+            continue
+        if inside and upper.startswith("</DOC>"):
+            inside = False
+            body = "\n".join(buf)
+            m = re.search(r"<DOCNO>\s*(.*?)\s*</DOCNO>", body, re.S | re.I)
+            docno = m.group(1) if m else ""
+            if m:
+                body = body[: m.start()] + body[m.end() :]
+            t = re.search(
+                r"<(?:TITLE|HEADLINE|HEAD)>(.*?)</(?:TITLE|HEADLINE|HEAD)>", body, re.S | re.I
+            )
+            title = _clean(t.group(1)) if t else ""
+            if t:
+                body = body[: t.start()] + body[t.end() :]
+            yield start, docno, title, _clean(body)
+            continue
+        if inside:
+            buf.append(text)
+    if inside:
+        problems.add(name, start, None, "<DOC> not closed by </DOC>")
+
+
+def read_trec_run(
+    path: Path,
+    name: str,
+    problems: Problems,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> dict[str, dict[str, float]]:
+    """TREC run: ``qid Q0 docid rank score tag`` -> {qid: {docid: score}}."""
+    run: dict[str, dict[str, float]] = {}
+    for line, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
+        parts = text.split()
+        if not parts:
+            continue
+        if len(parts) != 6:
+            problems.add(
+                name,
+                line,
+                None,
+                f"expected 'qid Q0 docid rank score tag' (6 fields), got {len(parts)}",
+            )
+            continue
+        qid, _, did, rank, score, _tag = parts
+        try:
+            int(rank)
+        except ValueError:
+            problems.add(name, line, "rank", f"expected an integer rank, got {rank!r}")
+            continue
+        try:
+            value = float(score)
+        except ValueError:
+            problems.add(name, line, "score", f"expected a number, got {score!r}")
+            continue
+        if not math.isfinite(value):
+            problems.add(name, line, "score", f"expected a finite number, got {score!r}")
+            continue
+        docs = run.setdefault(qid, {})
+        if did in docs:
+            problems.add(name, line, "docid", f"document {did!r} appears twice for query {qid!r}")
+            continue
+        docs[did] = value
+    return run
+
+
+def _natural(qid: str) -> tuple[int, int | str]:
+    return (0, int(qid)) if qid.isdigit() else (1, qid)
+
+
+def write_trec_qrels(judgments: Mapping[str, Mapping[str, int]], out: IO[str]) -> int:
+    """Write ``qid 0 docid grade`` lines (queries in natural order, documents sorted); returns
+    the number of lines. Ids with whitespace cannot be expressed and raise ValueError."""
+    n = 0
+    for qid in sorted(judgments, key=_natural):
+        for did in sorted(judgments[qid]):
+            _check_token(qid, did)
+            out.write(f"{qid} 0 {did} {int(judgments[qid][did])}\n")
+            n += 1
+    return n
+
+
+def write_trec_run(run: Run, out: IO[str], *, tag: str = "searcheval") -> int:
+    """Write ``qid Q0 docid rank score tag``. A ranked list gets score = len - rank + 1 so that
+    trec_eval (which sorts by score) keeps the given order; a score mapping is written in
+    descending score order, ties broken by doc id descending as trec_eval does."""
+    if not tag or any(c.isspace() for c in tag):
+        raise ValueError(f"run tag must be one token, got {tag!r}")
+    n = 0
+    for qid in sorted(run, key=_natural):
+        ranked = run[qid]
+        if isinstance(ranked, Mapping):
+            pairs = sorted(ranked.items(), key=lambda kv: (-float(kv[1]), _neg(kv[0])))
+            rows = [(did, float(score)) for did, score in pairs]
+        else:
+            rows = [(did, float(len(ranked) - i)) for i, did in enumerate(ranked)]
+        for rank, (did, score) in enumerate(rows, start=1):
+            _check_token(qid, did)
+            out.write(f"{qid} Q0 {did} {rank} {score!r} {tag}\n")
+            n += 1
+    return n
+
+
+class _Desc(str):
+    def __lt__(self, other: str) -> bool:
+        return str.__gt__(self, other)
+
+
+def _neg(did: str) -> _Desc:
+    return _Desc(did)
+
+
+def _check_token(qid: str, did: str) -> None:
+    for v in (qid, did):
+        if not v or any(c.isspace() for c in v):
+            raise ValueError(f"id {v!r} contains whitespace: not expressible in TREC format")

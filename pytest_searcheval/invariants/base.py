@@ -1,0 +1,369 @@
+"""Shared machinery of the invariants: settings, outcomes, cases, searching, known items.
+
+See :mod:`pytest_searcheval.invariants` for the invariants themselves."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_searcheval.collection.model import Collection, Query
+from pytest_searcheval.targets import MutableTarget, SearchResponse, SearchTarget, TargetUnavailable
+
+#: Invariant names; every case id is ``<name>-<subject>``.
+INVARIANTS: tuple[str, ...] = (
+    "known-item-stability",
+    "paraphrase-churn",
+    "filter-monotonicity",
+    "threshold-compliance",
+    "duplicate-resistance",
+    "deletion-isolation",
+    "filter-conformance",
+    "constraint-extraction",
+)
+#: Report field -> filter key, for constraint extraction accuracy.
+EXTRACTION_FIELDS: dict[str, str] = {
+    "network": "network",
+    "type": "type",
+    "asset": "asset",
+    "price": "max_price_usd",
+    "scheme": "scheme",
+}
+SHOWN = 8  # ranked ids shown in a failure message
+
+
+# ------------------------------------------------------------------------------ settings
+
+
+@dataclass(frozen=True)
+class InvariantSettings:
+    """Every knob of the invariants. Defaults are policy choices, not measured values."""
+
+    profile: str = "hybrid"
+    split: str = "all"
+    limit: int = 20
+    known_item_max_rank: int = 1
+    churn_k: int = 10
+    churn_rbo_p: float = 0.9
+    churn_min_rbo: float = 0.2
+    churn_min_jaccard: float = 0.1
+    chain_limit: int = 100
+    max_inversions: int = 0
+    duplicate_items: int = 5
+    duplicate_k: int = 10
+    duplicate_max_copies: int = 1
+    deletion_items: int = 3
+    deletion_probes: int = 12
+    conformance_dir: str | None = None
+    conformance_limit: int = 1000
+    extraction_min_accuracy: float = 0.9
+    extraction_max_spurious: int = 0
+    enabled: tuple[str, ...] = INVARIANTS
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("limit", "known_item_max_rank", "churn_k", "chain_limit", "duplicate_k"):
+            if int(getattr(self, name)) < 1:
+                problems.append(f"{name}: expected an integer >= 1, got {getattr(self, name)!r}")
+        if not 0.0 < self.churn_rbo_p < 1.0:
+            problems.append(f"churn_rbo_p: expected a number in (0, 1), got {self.churn_rbo_p!r}")
+        unknown = [e for e in self.enabled if e not in INVARIANTS]
+        if unknown:
+            problems.append(
+                f"enabled: unknown invariant(s) {', '.join(unknown)}; "
+                f"expected names from {', '.join(INVARIANTS)}"
+            )
+        if problems:
+            raise ValueError("invariant settings: " + "; ".join(problems))
+
+
+def settings_from(source: object = None) -> InvariantSettings:
+    """Settings from ``None`` (defaults), an :class:`InvariantSettings`, a mapping of field
+    overrides, or the plugin's ``SearchEvalConfig`` (its ``gated_profile``, ``split`` and
+    ``limit``, then the mapping in ``extra["invariants"]`` if any)."""
+    if source is None:
+        return InvariantSettings()
+    if isinstance(source, InvariantSettings):
+        return source
+    base: dict[str, Any] = {}
+    overrides: Mapping[str, Any]
+    if isinstance(source, Mapping):
+        overrides = source
+    else:
+        for attr, key in (("gated_profile", "profile"), ("split", "split"), ("limit", "limit")):
+            value = getattr(source, attr, None)
+            if value is not None:
+                base[key] = value
+        extra = getattr(source, "extra", None) or {}
+        overrides = extra.get("invariants") or {} if isinstance(extra, Mapping) else {}
+    known = {f.name for f in dataclasses.fields(InvariantSettings)}
+    unknown = sorted(str(k) for k in overrides if k not in known)
+    if unknown:
+        raise ValueError(
+            f"invariant settings: unknown key(s) {', '.join(unknown)}; "
+            f"expected some of {', '.join(sorted(known))}"
+        )
+    merged = base | dict(overrides)
+    if "enabled" in merged:
+        merged["enabled"] = tuple(merged["enabled"])
+    return InvariantSettings(**merged)
+
+
+# ------------------------------------------------------------------------------ outcomes
+
+
+@dataclass
+class InvariantOutcome:
+    """The result of one case. ``details`` is JSON-safe and feeds :func:`summarize`."""
+
+    case_id: str
+    invariant: str
+    status: str  # "passed" | "failed" | "skipped"
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-safe row the report keeps (``id``, ``invariant``, ``passed``, ...)."""
+        return _json_safe(
+            {
+                "id": self.case_id,
+                "invariant": self.invariant,
+                "status": self.status,
+                "passed": self.passed,
+                "message": self.message,
+                "details": self.details,
+            }
+        )
+
+
+def _json_safe(value: object) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(json.dumps(value, default=str))
+    return out
+
+
+class InvariantFailure(AssertionError):
+    """An invariant does not hold; ``str()`` names query, documents, expectation, outcome."""
+
+    def __init__(self, outcome: InvariantOutcome) -> None:
+        self.outcome = outcome
+        super().__init__(outcome.message)
+
+
+class InvariantSkipped(Exception):
+    """An invariant cannot be checked on this target (raised only when pytest is absent)."""
+
+
+@dataclass(frozen=True)
+class InvariantCase:
+    """One generated check; ``id`` is stable across runs (invariant name + subject)."""
+
+    id: str
+    invariant: str
+    name: str
+    check: Callable[[SearchTarget], InvariantOutcome] = field(repr=False, compare=False)
+
+    def outcome(self, target: SearchTarget) -> InvariantOutcome:
+        """Run the check and never raise for the invariant's own verdict."""
+        try:
+            return self.check(target)
+        except TargetUnavailable as exc:
+            return InvariantOutcome(
+                self.id,
+                self.invariant,
+                "failed",
+                f"{self.id}: the target could not answer: {exc}",
+                {"unavailable": str(exc)},
+            )
+
+    def run(self, target: SearchTarget) -> InvariantOutcome:
+        """The outcome when the invariant holds; raise on failure; skip when not checkable."""
+        __tracebackhide__ = True
+        outcome = self.outcome(target)
+        if outcome.status == "failed":
+            raise InvariantFailure(outcome)
+        if outcome.status == "skipped":
+            try:
+                import pytest
+            except ModuleNotFoundError:  # pragma: no cover - pytest is a dependency
+                raise InvariantSkipped(outcome.message) from None
+            pytest.skip(outcome.message)
+        return outcome
+
+
+class _Verdict:
+    """Collects problems and details while a check runs, then becomes an outcome."""
+
+    def __init__(self, case_id: str, invariant: str, headline: str) -> None:
+        self.case_id = case_id
+        self.invariant = invariant
+        self.headline = headline
+        self.problems: list[str] = []
+        self.context: list[str] = []
+        self.details: dict[str, Any] = {}
+
+    def fail(self, problem: str) -> None:
+        self.problems.append(problem)
+
+    def note(self, line: str) -> None:
+        self.context.append(line)
+
+    def skip(self, reason: str) -> InvariantOutcome:
+        return InvariantOutcome(
+            self.case_id, self.invariant, "skipped", f"{self.case_id}: {reason}", self.details
+        )
+
+    def done(self) -> InvariantOutcome:
+        self.details["problems"] = len(self.problems)
+        if not self.problems:
+            return InvariantOutcome(self.case_id, self.invariant, "passed", "", self.details)
+        lines = [f"{self.case_id}: {self.headline}", "failed:"]
+        lines += [f"  - {p}" for p in self.problems[:50]]
+        if len(self.problems) > 50:
+            lines.append(f"  ... and {len(self.problems) - 50} more")
+        lines += self.context
+        return InvariantOutcome(
+            self.case_id, self.invariant, "failed", "\n".join(lines), self.details
+        )
+
+
+# ------------------------------------------------------------------------------ searching
+
+
+class _Searcher:
+    """Searches one target with one profile; caches answers for targets that do not change."""
+
+    def __init__(self, target: SearchTarget, profile: str, *, cache: bool) -> None:
+        self.target = target
+        self.profile = profile
+        self._cache: dict[tuple[str, int, str, bool], SearchResponse] | None = (
+            _shared_cache(target) if cache else None
+        )
+
+    def __call__(
+        self,
+        text: str,
+        *,
+        limit: int,
+        filters: Mapping[str, Any] | None = None,
+        extract: bool = True,
+    ) -> SearchResponse:
+        key = (text, limit, json.dumps(dict(filters or {}), sort_keys=True, default=str), extract)
+        if self._cache is not None and key in self._cache:
+            return self._cache[key]
+        response = self.target.search(
+            text, profile=self.profile, limit=limit, filters=dict(filters or {}), extract=extract
+        )
+        if self._cache is not None:
+            self._cache[key] = response
+        return response
+
+
+# Keyed by id(target) and holding the target itself, so the id cannot be reused while cached.
+_CACHES: dict[int, tuple[object, dict[tuple[str, int, str, bool], SearchResponse]]] = {}
+_SHARED: dict[tuple[int, str], Any] = {}
+
+
+def _shared_cache(target: object) -> dict[tuple[str, int, str, bool], SearchResponse]:
+    entry = _CACHES.get(id(target))
+    if entry is None or entry[0] is not target:
+        entry = (target, {})
+        _CACHES[id(target)] = entry
+    return entry[1]
+
+
+def _shared(target: object, key: str, compute: Callable[[], Any]) -> Any:
+    """Compute once per (target, key) in this process: one clone serves a family of cases."""
+    slot = (id(target), key)
+    entry = _SHARED.get(slot)
+    if entry is None or entry[0] is not target:
+        entry = (target, compute())
+        _SHARED[slot] = entry
+    return entry[1]
+
+
+def clear_caches() -> None:
+    """Forget cached answers (tests and long-lived processes that rebuild targets)."""
+    _CACHES.clear()
+    _SHARED.clear()
+
+
+@contextmanager
+def _clone(target: SearchTarget) -> Iterator[MutableTarget | None]:
+    if not isinstance(target, MutableTarget):
+        yield None
+        return
+    with target.isolated() as clone:
+        yield clone
+
+
+NOT_MUTABLE = (
+    "the target is not a MutableTarget (no upsert/delete/reindex/isolated), so this mutating "
+    "invariant cannot run on an isolated copy; give the plugin a mutable target to check it"
+)
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _title(coll: Collection, doc_id: str) -> str:
+    doc = coll.documents.get(doc_id)
+    return doc.title if doc is not None else "(not in the collection)"
+
+
+def _show_ids(ids: Sequence[str], limit: int = SHOWN) -> str:
+    if not ids:
+        return "(no results)"
+    shown = ", ".join(f"{r}:{d}" for r, d in enumerate(ids[:limit], start=1))
+    return shown + (f", ... ({len(ids)} in all)" if len(ids) > limit else "")
+
+
+def _rank(ids: Sequence[str], doc_id: str) -> int | None:
+    try:
+        return list(ids).index(doc_id) + 1
+    except ValueError:
+        return None
+
+
+def _unanswerable(query: Query) -> bool:
+    return bool(query.expect.get("no_result")) or query.query_class == "no-result"
+
+
+def _queries(coll: Collection, settings: InvariantSettings) -> list[Query]:
+    return list(coll.queries_in(settings.split))
+
+
+def _qline(query: Query, profile: str) -> str:
+    return f"query {query.id} {query.text!r} [{query.query_class}] (profile {profile})"
+
+
+def known_items(collection: Collection) -> dict[str, tuple[str, int | None]]:
+    """query id -> (known item, declared max_rank or None).
+
+    A query's known item is ``expect.known_item`` when declared. Otherwise an ``exact-name``
+    query whose judgments hold exactly one document at the top grade has that document as its
+    known item (several top-grade documents make it ambiguous: no known item). A typo query
+    (``source`` set) inherits its source's known item unless it declares its own.
+    """
+    top = max(collection.grades or [3])
+    out: dict[str, tuple[str, int | None]] = {}
+    for q in collection.queries.values():
+        declared = q.expect.get("known_item")
+        max_rank = q.expect.get("max_rank")
+        if declared:
+            out[q.id] = (str(declared), int(max_rank) if max_rank else None)
+        elif q.query_class == "exact-name" and not _unanswerable(q):
+            best = [d for d, g in collection.judgments.get(q.id, {}).items() if g == top]
+            if len(best) == 1 and best[0] in collection.documents:
+                out[q.id] = (best[0], int(max_rank) if max_rank else None)
+    for q in collection.queries.values():
+        if q.id not in out and q.source and q.source in out and not _unanswerable(q):
+            out[q.id] = out[q.source]
+    return out

@@ -1,0 +1,435 @@
+"""Invariants over rankings of an unchanged target: known items (1), paraphrase churn (2),
+filter monotonicity (3), threshold compliance (4). Definitions: docs/invariants.md."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from pytest_searcheval.collection.model import Asset, Collection, Document, Query
+from pytest_searcheval.invariants.base import (
+    NOT_MUTABLE,
+    InvariantOutcome,
+    InvariantSettings,
+    _clone,
+    _qline,
+    _rank,
+    _Searcher,
+    _show_ids,
+    _title,
+    _unanswerable,
+    _Verdict,
+)
+from pytest_searcheval.targets import FILTER_KEYS, SearchTarget
+
+# ------------------------------------------------------------------------------ 1 known items
+
+
+def check_known_item(
+    target: SearchTarget,
+    coll: Collection,
+    query: Query,
+    doc_id: str,
+    settings: InvariantSettings,
+    max_rank: int | None = None,
+) -> InvariantOutcome:
+    """The known item of ``query`` is at rank <= max_rank."""
+    bound = max_rank or settings.known_item_max_rank
+    cid = f"known-item-stability-{query.id}"
+    v = _Verdict(cid, "known-item-stability", _qline(query, settings.profile))
+    search = _Searcher(target, settings.profile, cache=True)
+    ids = search(query.text, limit=max(settings.limit, bound)).ids
+    rank = _rank(ids, doc_id)
+    v.details.update(query=query.id, doc=doc_id, rank=rank, max_rank=bound)
+    if rank is None or rank > bound:
+        where = f"at rank {rank}" if rank else f"not in the top {len(ids)}"
+        v.fail(
+            f"known item {doc_id!r} ({_title(coll, doc_id)}) expected at rank <= {bound}, "
+            f"found {where}"
+        )
+        v.note(f"ranked: {_show_ids(ids)}")
+    return v.done()
+
+
+def check_known_items_reindex(
+    target: SearchTarget,
+    coll: Collection,
+    items: Mapping[str, tuple[str, int | None]],
+    settings: InvariantSettings,
+) -> InvariantOutcome:
+    """On an isolated clone: every known item at rank <= max_rank before a re-index is still
+    there after it. Rank changes and top-k changes of the same queries are counted too."""
+    cid = "known-item-stability-reindex"
+    v = _Verdict(cid, "known-item-stability", "known items across a re-index of unchanged content")
+    queries = [coll.queries[q] for q in sorted(items) if q in coll.queries]
+    if not queries:
+        return v.skip("no query of the split has a known item")
+    with _clone(target) as clone:
+        if clone is None:
+            return v.skip(NOT_MUTABLE)
+        search = _Searcher(clone, settings.profile, cache=False)
+        limit = max(settings.limit, settings.known_item_max_rank)
+        before = {q.id: search(q.text, limit=limit).ids for q in queries}
+        clone.reindex()
+        after = {q.id: search(q.text, limit=limit).ids for q in queries}
+    moved = 0
+    topk_changed = 0
+    for q in queries:
+        doc_id, declared = items[q.id]
+        bound = declared or settings.known_item_max_rank
+        r0, r1 = _rank(before[q.id], doc_id), _rank(after[q.id], doc_id)
+        if r0 != r1:
+            moved += 1
+        if before[q.id][: settings.churn_k] != after[q.id][: settings.churn_k]:
+            topk_changed += 1
+        if r0 is not None and r0 <= bound and (r1 is None or r1 > bound):
+            v.fail(
+                f"{_qline(q, settings.profile)}: known item {doc_id!r} ({_title(coll, doc_id)}) "
+                f"was at rank {r0} (<= {bound}) before the re-index, "
+                f"{'at rank ' + str(r1) if r1 else 'absent'} after; "
+                f"before: {_show_ids(before[q.id], 3)}; after: {_show_ids(after[q.id], 3)}"
+            )
+    v.details.update(queries=len(queries), rank_changed=moved, topk_changed=topk_changed)
+    return v.done()
+
+
+# ------------------------------------------------------------------------------ 2 churn
+
+
+def check_paraphrase_churn(
+    target: SearchTarget,
+    coll: Collection,
+    group: str,
+    members: Sequence[Query],
+    settings: InvariantSettings,
+) -> InvariantOutcome:
+    """Every pair of a paraphrase group: RBO(top-k, p) >= min_rbo and Jaccard@k >= min_jaccard.
+
+    RBO is :func:`pytest_searcheval.metrics.rbo` (extrapolated) over the two top-k lists;
+    Jaccard@k is :func:`pytest_searcheval.metrics.jaccard_at_k`.
+    """
+    from pytest_searcheval.metrics import jaccard_at_k, rbo
+
+    cid = f"paraphrase-churn-{group}"
+    k = settings.churn_k
+    v = _Verdict(
+        cid,
+        "paraphrase-churn",
+        f"paraphrase group {group} ({', '.join(q.id for q in members)}; profile "
+        f"{settings.profile}): RBO(p={settings.churn_rbo_p:g}) >= {settings.churn_min_rbo:g} "
+        f"and Jaccard@{k} >= {settings.churn_min_jaccard:g} expected",
+    )
+    search = _Searcher(target, settings.profile, cache=True)
+    tops = {q.id: search(q.text, limit=max(settings.limit, k)).ids[:k] for q in members}
+    pairs: list[dict[str, Any]] = []
+    rbos: list[float] = []
+    jaccards: list[float] = []
+    for i, a in enumerate(members):
+        for b in members[i + 1 :]:
+            r = rbo(tops[a.id], tops[b.id], p=settings.churn_rbo_p)
+            j = jaccard_at_k(tops[a.id], tops[b.id], k)
+            pairs.append({"a": a.id, "b": b.id, "rbo": round(r, 6), "jaccard": round(j, 6)})
+            rbos.append(r)
+            jaccards.append(j)
+            if r < settings.churn_min_rbo or j < settings.churn_min_jaccard:
+                v.fail(f"{a.id} {a.text!r} vs {b.id} {b.text!r}: RBO {r:.4f}, Jaccard@{k} {j:.4f}")
+                v.note(f"{a.id} top {k}: {_show_ids(tops[a.id], k)}")
+                v.note(f"{b.id} top {k}: {_show_ids(tops[b.id], k)}")
+    v.details.update(
+        group=group,
+        pairs=pairs,
+        min_rbo=round(min(rbos), 6) if rbos else None,
+        min_jaccard=round(min(jaccards), 6) if jaccards else None,
+    )
+    return v.done()
+
+
+# ------------------------------------------------------------------------------ 3 monotonicity
+
+
+def _code_of(assets: Sequence[Asset], network: object, address: object) -> str | None:
+    for a in assets:
+        if a.network == network and a.address == address:
+            return a.code
+    return None
+
+
+def _matching_options(
+    doc: Document, filters: Mapping[str, Any], assets: Sequence[Asset]
+) -> list[Mapping[str, Any]]:
+    """The payment options of ``doc`` that satisfy every option-level filter on their own."""
+    from pytest_searcheval.x402.oracle import OPTION_KEYS, violations
+
+    wire = doc.x402 or {}
+    accepts = wire.get("accepts")
+    options = [o for o in accepts if isinstance(o, Mapping)] if isinstance(accepts, list) else []
+    option_filters = {k: v for k, v in filters.items() if k in OPTION_KEYS}
+    out = []
+    for option in options:
+        probe = {"x402": {"type": wire.get("type"), "accepts": [option]}}
+        if not violations(probe, option_filters, assets):
+            out.append(option)
+    return out
+
+
+def _tighten(
+    coll: Collection, filters: Mapping[str, Any], ids: Sequence[str], key: str
+) -> dict[str, Any] | None:
+    """One step of a filter chain: ``filters`` with ``key`` added or tightened, the value taken
+    from the current answer so the chain keeps something to compare (``None``: no step)."""
+    from pytest_searcheval.x402.oracle import NETWORKS, SCHEMES, option_price_usd
+
+    options = [
+        o
+        for d in ids
+        if d in coll.documents
+        for o in _matching_options(coll.documents[d], filters, coll.assets)
+    ]
+    new = dict(filters)
+    if key in ("network", "scheme", "asset"):
+        if key in filters:
+            return None
+        if key == "asset":
+            values = [_code_of(coll.assets, o.get("network"), o.get("asset")) for o in options]
+        else:
+            values = [o.get(key) for o in options]
+        counts = Counter(str(x) for x in values if x)
+        if counts:
+            new[key] = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        elif key == "network":
+            new[key] = NETWORKS[0]
+        elif key == "scheme":
+            new[key] = SCHEMES[0]
+        elif coll.assets:
+            new[key] = sorted(a.code for a in coll.assets)[0]
+        else:
+            return None
+        return new
+    # key == "max_price_usd": halve a ceiling; without one, the median price of the answer.
+    if key in filters:
+        try:
+            ceiling = Decimal(str(filters[key]))
+        except InvalidOperation:
+            return None
+        new[key] = format((ceiling / 2).normalize(), "f")
+        return new
+    prices = [p for p in (option_price_usd(o, coll.assets) for o in options) if p is not None]
+    if not prices:
+        return None
+    median = statistics.median_low(prices)
+    new[key] = format((Decimal(median.numerator) / Decimal(median.denominator)).normalize(), "f")
+    return new
+
+
+TIE = 1e-9  # scores closer than this are ties: either order is consistent with them
+
+
+def _tied(scores: Mapping[str, float] | None, a: str, b: str) -> bool:
+    if scores is None or a not in scores or b not in scores:
+        return False
+    return abs(scores[a] - scores[b]) <= TIE
+
+
+def inversions(
+    before: Sequence[str],
+    after: Sequence[str],
+    before_scores: Mapping[str, float] | None = None,
+    after_scores: Mapping[str, float] | None = None,
+) -> list[tuple[str, str]]:
+    """Pairs (a, b) present in both lists with a above b in ``before`` and below it in
+    ``after``. With scores, a pair tied (within 1e-9) in either answer is not an inversion:
+    the ranking function declared the two equal, so either order is consistent with it."""
+    pos = {d: i for i, d in enumerate(before)}
+    common = [d for d in after if d in pos]
+    out = []
+    for i, a in enumerate(common):
+        for b in common[i + 1 :]:
+            if pos[a] > pos[b] and not (_tied(before_scores, a, b) or _tied(after_scores, a, b)):
+                out.append((b, a))
+    return out
+
+
+def check_monotonic_step(
+    wider: Sequence[str],
+    narrower: Sequence[str],
+    limit: int,
+    wider_scores: Mapping[str, float] | None = None,
+    narrower_scores: Mapping[str, float] | None = None,
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """(added results, inverted pairs) of a step from a wider filter set to a narrower one.
+
+    With W the wider answer and N the narrower one, both cut at ``limit``: when W was not full
+    (``len(W) < limit``) W holds every listing the wider filters admit, so any ``d`` in N and not
+    in W was added. When W was full, a listing absent from W ranked below all of W, so in N it
+    must come after every listing that N shares with W; one that outranks a shared listing (with
+    a strictly higher score, when scores are given) was added above it. Inverted pairs: see
+    :func:`inversions`.
+    """
+    in_w = set(wider)
+    added = []
+    full = len(wider) >= limit
+    for i, d in enumerate(narrower):
+        if d in in_w:
+            continue
+        below = [x for x in narrower[i + 1 :] if x in in_w]
+        if not full or any(not _tied(narrower_scores, d, x) for x in below):
+            added.append(d)
+    return added, inversions(wider, narrower, wider_scores, narrower_scores)
+
+
+def check_filter_monotonicity(
+    target: SearchTarget, coll: Collection, query: Query, settings: InvariantSettings
+) -> InvariantOutcome:
+    """Chain: no filters -> labelled constraints -> + network -> + scheme -> + asset -> lower
+    price ceiling (each step adds a key absent so far or halves the ceiling). Explicit filters
+    only (``extract=False``), so the chain is exactly what is listed. Each step must add no
+    result and invert at most ``max_inversions`` pairs (see :func:`check_monotonic_step`)."""
+    cid = f"filter-monotonicity-{query.id}"
+    v = _Verdict(cid, "filter-monotonicity", _qline(query, settings.profile))
+    search = _Searcher(target, settings.profile, cache=True)
+    limit = settings.chain_limit
+    chain: list[dict[str, Any]] = [{}]
+    base = {k: val for k, val in query.constraints.items() if k in FILTER_KEYS}
+    if base:
+        chain.append(base)
+    responses = [search(query.text, limit=limit, filters=f, extract=False) for f in chain]
+    for key in ("network", "scheme", "asset", "max_price_usd"):
+        step = _tighten(coll, chain[-1], responses[-1].ids, key)
+        if step is None:
+            continue
+        chain.append(step)
+        responses.append(search(query.text, limit=limit, filters=step, extract=False))
+    answers = [r.ids for r in responses]
+    scores = [{h.id: h.score for h in r.hits} for r in responses]
+    steps = []
+    for i in range(1, len(chain)):
+        added, inverted = check_monotonic_step(
+            answers[i - 1], answers[i], limit, scores[i - 1], scores[i]
+        )
+        steps.append(
+            {
+                "filters": chain[i],
+                "returned": len(answers[i]),
+                "added": len(added),
+                "inversions": len(inverted),
+            }
+        )
+        wider = json.dumps(chain[i - 1], sort_keys=True)
+        narrower = json.dumps(chain[i], sort_keys=True)
+        for d in added:
+            v.fail(
+                f"tightening {wider} to {narrower} added {d!r} ({_title(coll, d)}) at rank "
+                f"{_rank(answers[i], d)}: it was not among the {len(answers[i - 1])} results "
+                f"of the wider filters"
+                + (
+                    " (that answer was full, but it now outranks listings that were in it)"
+                    if len(answers[i - 1]) >= limit
+                    else ""
+                )
+            )
+        if len(inverted) > settings.max_inversions:
+            shown = "; ".join(
+                f"{a} (rank {_rank(answers[i - 1], a)}) above {b} (rank "
+                f"{_rank(answers[i - 1], b)}) became {_rank(answers[i], a)} vs "
+                f"{_rank(answers[i], b)}"
+                for a, b in inverted[:5]
+            )
+            v.fail(
+                f"tightening {wider} to {narrower} reordered {len(inverted)} pair(s) of the "
+                f"remaining results (at most {settings.max_inversions} allowed): {shown}"
+            )
+        if added or len(inverted) > settings.max_inversions:
+            v.note(f"{wider}: {_show_ids(answers[i - 1])}")
+            v.note(f"{narrower}: {_show_ids(answers[i])}")
+    v.details.update(query=query.id, steps=steps)
+    return v.done()
+
+
+# ------------------------------------------------------------------------------ 4 thresholds
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def check_threshold_compliance(
+    target: SearchTarget, coll: Collection, query: Query, settings: InvariantSettings
+) -> InvariantOutcome:
+    """One search with the query's labelled constraints as explicit filters (extraction on):
+
+    * at most ``limit`` results, no id twice, every id a document of the collection;
+    * every result satisfies the explicit filters and the filters the response says it applied
+      (:func:`pytest_searcheval.x402.oracle.violations`, independent of the target);
+    * scores non-increasing down the ranking;
+    * nothing returned when the response reports a no-result decision (``meta.no_result``), a
+      confidence under its threshold (``meta.confidence = {value, threshold}``), and no result
+      scored under a reported ``meta.score_threshold``;
+    * an unanswerable query (``expect.no_result`` or class ``no-result``) returns nothing.
+    """
+    from pytest_searcheval.x402.oracle import violations
+
+    cid = f"threshold-compliance-{query.id}"
+    v = _Verdict(cid, "threshold-compliance", _qline(query, settings.profile))
+    explicit = {k: val for k, val in query.constraints.items() if k in FILTER_KEYS}
+    search = _Searcher(target, settings.profile, cache=True)
+    response = search(query.text, limit=settings.limit, filters=explicit or None)
+    ids = response.ids
+    applied = {
+        k: val
+        for k, val in response.applied_filters.items()
+        if k in FILTER_KEYS and val is not None
+    }
+    if len(ids) > settings.limit:
+        v.fail(f"{len(ids)} results for limit {settings.limit}")
+    dupes = sorted(d for d, n in Counter(ids).items() if n > 1)
+    if dupes:
+        v.fail(f"ids returned more than once: {', '.join(dupes)}")
+    for rank, d in enumerate(ids, start=1):
+        doc = coll.documents.get(d)
+        if doc is None:
+            v.fail(f"rank {rank}: {d!r} is not a document of the collection")
+            continue
+        for label, filters in (("requested", explicit), ("applied", applied)):
+            if filters:
+                for reason in violations(doc, filters, coll.assets):
+                    v.fail(f"rank {rank}: {d} breaks the {label} filters: {reason}")
+    scores = [h.score for h in response.hits]
+    for rank in range(1, len(scores)):
+        if scores[rank] > scores[rank - 1] + 1e-9:
+            v.fail(
+                f"scores increase from rank {rank} ({scores[rank - 1]:.6g}) to rank "
+                f"{rank + 1} ({scores[rank]:.6g})"
+            )
+    meta = response.meta
+    if meta.get("no_result") is True and ids:
+        v.fail(f"the response reports no_result but returns {len(ids)} result(s)")
+    confidence = meta.get("confidence")
+    if isinstance(confidence, Mapping):
+        value, tau = _number(confidence.get("value")), _number(confidence.get("threshold"))
+        if value is not None and tau is not None and value < tau and ids:
+            v.fail(f"confidence {value:.6g} < threshold {tau:.6g} but {len(ids)} result(s)")
+    floor = _number(meta.get("score_threshold"))
+    if floor is not None:
+        for rank, s in enumerate(scores, start=1):
+            if s < floor:
+                v.fail(f"rank {rank}: score {s:.6g} < reported score_threshold {floor:.6g}")
+    if _unanswerable(query) and ids:
+        v.fail(f"unanswerable query returned {len(ids)} result(s); expected none")
+    if v.problems:
+        v.note(f"ranked: {_show_ids(ids)}")
+        if explicit or applied:
+            v.note(
+                f"requested filters: {json.dumps(explicit, sort_keys=True)}; applied: "
+                f"{json.dumps(applied, sort_keys=True, default=str)}"
+            )
+    v.details.update(query=query.id, returned=len(ids), unanswerable=_unanswerable(query))
+    return v.done()

@@ -1,0 +1,119 @@
+"""Controller-side end of a session: merge, report, gate, baseline update, files.
+
+Called from ``pytest_sessionfinish`` (tryfirst) on the controller only; the hook catches any
+exception so that the test outcomes are never hidden.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_searcheval import __version__
+from pytest_searcheval.baseline.gate import Rule, baseline_text, evaluate, make_baseline, passed, verify_baseline
+from pytest_searcheval.plugin.items import EvalState, fill_measures
+from pytest_searcheval.report import build, markdown, terminal_lines, to_json, write_atomic
+
+
+@dataclass
+class Outcome:
+    lines: list[str] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)
+    failed: bool = False
+
+
+def merged_facts(state: EvalState) -> dict[str, Any] | None:
+    """This process's facts, else the first worker's (sorted by worker id, so runs agree)."""
+    if state.facts is not None:
+        return state.facts
+    for worker in sorted(state.worker_payloads):
+        facts = state.worker_payloads[worker].get("facts")
+        if facts:
+            return dict(facts)
+    return None
+
+
+def finish(state: EvalState, session: pytest.Session) -> Outcome:
+    cfg = state.cfg
+    state.merge_rows()
+    if not state.rows and not state.invariants:
+        return Outcome(lines=["searcheval: no query test ran; no report written"])
+    expected = [q.id for q in state.selected_queries()]
+    fill_measures(state, state.rows)
+    report = build(
+        cfg=cfg,
+        rows=state.rows,
+        expected=expected,
+        facts=merged_facts(state),
+        collection=state.collection,
+        baseline=state.baseline,
+        invariants=state.invariants,
+        latency_tests=state.latency_tests,
+        workers=len(state.worker_payloads),
+    )
+    outcome = Outcome(report=report)
+    written: list[Path] = []
+    if cfg.update_baseline:
+        tag = cfg.baseline_tag or f"searcheval-v{__version__}"
+        if not report["run"]["complete"]:
+            integrity = Rule(
+                "baseline update",
+                "failed",
+                f"refused: partial run ({report['run']['queries_run']} of "
+                f"{report['run']['queries_expected']} queries)",
+            )
+        else:
+            write_atomic(cfg.baseline, baseline_text(make_baseline(report, cfg, tag)))
+            written.append(cfg.baseline)
+            integrity = Rule(
+                "baseline update",
+                "passed",
+                f"rewrote {cfg.baseline}; commit it, then `git tag {tag}` on that commit",
+            )
+        rules = evaluate(report, None, cfg, integrity=integrity)
+    else:
+        integrity = verify_baseline(cfg.baseline, state.baseline)
+        rules = evaluate(
+            report, state.baseline, cfg, integrity=integrity, baseline_error=state.baseline_error
+        )
+    report["gate"] = {
+        "passed": passed(rules),
+        "rules": [r.as_dict() for r in rules],
+        "baseline": {
+            "path": str(cfg.baseline),
+            "tag": (state.baseline or {}).get("tag"),
+            "integrity": integrity.status,
+        },
+    }
+    outcome.failed = not report["gate"]["passed"]
+
+    from pytest_searcheval.report.html import html
+
+    out_dir = cfg.report_dir
+    for name, text in (
+        ("report.json", to_json(report)),
+        ("report.md", markdown(report)),
+        ("report.html", html(report)),
+    ):
+        write_atomic(out_dir / name, text)
+        written.append(out_dir / name)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as handle:
+            handle.write(markdown(report))
+    outcome.lines = terminal_lines(report)
+    outcome.lines += [f"searcheval: wrote {_show(p, session)}" for p in written]
+    if summary:
+        outcome.lines.append(f"searcheval: appended the summary to {summary}")
+    return outcome
+
+
+def _show(path: Path, session: pytest.Session) -> str:
+    try:
+        return str(path.relative_to(session.config.rootpath))
+    except ValueError:
+        return str(path)

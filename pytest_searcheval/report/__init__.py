@@ -1,0 +1,705 @@
+"""The session report: one JSON-safe dict (schema in docs/report.md) and its renderings.
+
+``build`` turns the merged per-query rows into aggregates with deterministic bootstrap intervals,
+per-class tables, paired randomization tests between profiles (Holm-corrected), latency
+percentiles and the environment. ``terminal_lines`` and ``markdown`` render it; the HTML page with
+plots lives in :mod:`pytest_searcheval.report.html`. Files are written atomically.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import tempfile
+from collections.abc import Mapping, Sequence
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from pytest_searcheval import __version__
+from pytest_searcheval.settings import GATED_MEASURES, SearchEvalConfig
+
+SCHEMA_VERSION = 1
+#: Measures shown in the terminal table (the JSON has every configured measure).
+TERMINAL_MEASURES: tuple[str, ...] = ("nDCG@10", "R@20", "P@5", "RR", "bpref", "Judged@10")
+CLASS_MEASURE = "nDCG@10"
+SEED = 20261130
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def nearest_rank(samples: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile: the ceil(p/100 * n)-th smallest sample; None when empty."""
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(p / 100.0 * len(ordered)) - 1)]
+
+
+def _intervals(
+    columns: Mapping[Any, Mapping[str, float]], cfg: SearchEvalConfig
+) -> dict[Any, dict[str, Any]]:
+    """Bootstrap interval cells of several columns (query id -> value each).
+
+    Columns over the same query set share one resample index matrix
+    (:func:`stats.bootstrap_cis`): the measures of a profile, and the profiles that answered the
+    same queries, are resampled together, so their intervals come from the same resamples.
+    """
+    from pytest_searcheval.stats import bootstrap_cis
+
+    out: dict[Any, dict[str, Any]] = {}
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for key, col in columns.items():
+        if not col:
+            out[key] = {"mean": None, "low": None, "high": None, "n": 0}
+        else:
+            groups.setdefault(tuple(sorted(col)), []).append(key)
+    for qids, keys in groups.items():
+        matrix = [[columns[k][q] for k in keys] for q in qids]
+        cis = bootstrap_cis(matrix, samples=cfg.bootstrap_samples, seed=SEED, confidence=0.95)
+        for key, ci in zip(keys, cis, strict=True):
+            out[key] = {"mean": ci.mean, "low": ci.low, "high": ci.high, "n": len(qids)}
+    return out
+
+
+#: The rule that picks the queries of every relevance aggregate (written into the manifest).
+EVALUATED_RULE = (
+    "a query enters every relevance aggregate (nDCG, P, R, RR, AP, bpref, Judged alike, per "
+    "profile and per class) exactly when it has a judged document with grade >= the relevance "
+    "level; queries without one are excluded from all of them and scored by no-result accuracy"
+)
+
+
+def evaluated(row: Mapping[str, Any]) -> bool:
+    """Whether a row belongs to the relevance aggregates (see :data:`EVALUATED_RULE`)."""
+    return int(row.get("relevant", 0)) > 0
+
+
+def _columns(
+    rows: Sequence[Mapping[str, Any]], profiles: Sequence[str], measures: Sequence[str]
+) -> dict[tuple[str, str], dict[str, float]]:
+    """``{(profile, measure): {qid: value}}`` over the evaluated rows, in one pass."""
+    out: dict[tuple[str, str], dict[str, float]] = {(p, m): {} for p in profiles for m in measures}
+    for row in rows:
+        if not evaluated(row):
+            continue
+        qid = row["qid"]
+        for p in profiles:
+            data = row["profiles"].get(p)
+            if data is None:
+                continue
+            values = data["measures"]
+            for m in measures:
+                v = values.get(m)
+                if v is not None and math.isfinite(v):
+                    out[(p, m)][qid] = float(v)
+    return out
+
+
+def build(
+    *,
+    cfg: SearchEvalConfig,
+    rows: Mapping[str, Mapping[str, Any]],
+    expected: Sequence[str],
+    facts: Mapping[str, Any] | None,
+    collection: Any,
+    baseline: Mapping[str, Any] | None,
+    invariants: Mapping[str, Mapping[str, Any]] | None = None,
+    latency_tests: Mapping[str, Mapping[str, Any]] | None = None,
+    workers: int = 0,
+) -> dict[str, Any]:
+    """Everything the gate and the renderings need, in a stable order (rows sorted by id)."""
+    from pytest_searcheval import metrics
+
+    ordered = [rows[q] for q in sorted(rows)]
+    facts = dict(facts or {})
+    unavailable: dict[str, str] = {}
+    for row in ordered:
+        for p, reason in row["unavailable"].items():
+            unavailable.setdefault(p, reason)
+    available = [p for p in cfg.profiles if p not in unavailable]
+
+    columns = _columns(ordered, available, cfg.measures)
+    cells = _intervals(columns, cfg)
+    classes_seen = sorted({r["class"] for r in ordered})
+    class_of = {r["qid"]: r["class"] for r in ordered}
+    class_columns: dict[tuple[str, str], dict[str, float]] = {
+        (p, cls): {} for p in available for cls in classes_seen
+    }
+    for p in available:
+        for qid, v in columns.get((p, CLASS_MEASURE), {}).items():
+            class_columns[(p, class_of[qid])][qid] = v
+    class_cells = _intervals(class_columns, cfg)
+    # (profile, class) -> evaluated queries; class "" counts every class.
+    n_evaluated: dict[tuple[str, str], int] = {}
+    for r in ordered:
+        if evaluated(r):
+            for p in r["profiles"]:
+                for key in ((p, ""), (p, r["class"])):
+                    n_evaluated[key] = n_evaluated.get(key, 0) + 1
+    profiles: dict[str, Any] = {}
+    for p in cfg.profiles:
+        entry: dict[str, Any] = {"available": p in available, "reason": unavailable.get(p)}
+        if p in available:
+            entry["measures"] = {m: cells[(p, m)] for m in cfg.measures}
+            entry["evaluated"] = n_evaluated.get((p, ""), 0)
+            answered = {r["qid"]: r["profiles"][p]["ids"] for r in ordered if p in r["profiles"]}
+            nra = metrics.no_result_accuracy(
+                answered, [r["qid"] for r in ordered if r["unanswerable"] and r["qid"] in answered]
+            )
+            entry["no_result"] = {
+                "unanswerable": nra.unanswerable,
+                "correct_empty": nra.correct_empty,
+                "accuracy": _finite(nra.accuracy),
+                "answerable": nra.answerable,
+                "false_empty": nra.false_empty,
+                "false_empty_rate": _finite(nra.false_empty_rate),
+            }
+            entry["hard_filter_violations"] = sum(
+                len(r["profiles"][p]["violations"]) for r in ordered if p in r["profiles"]
+            )
+            entry["results_checked"] = sum(
+                r["profiles"][p]["returned"] for r in ordered if p in r["profiles"]
+            )
+            entry["constraint_breaks"] = sum(
+                r["profiles"][p]["constraint_breaks"] for r in ordered if p in r["profiles"]
+            )
+            lat = [
+                float(r["profiles"][p]["latency_ms"])
+                for r in ordered
+                if p in r["profiles"] and r["profiles"][p].get("latency_ms") is not None
+            ]
+            entry["latency_ms"] = {
+                "n": len(lat),
+                "p50": nearest_rank(lat, 50),
+                "p95": nearest_rank(lat, 95),
+                "p99": nearest_rank(lat, 99),
+            }
+        profiles[p] = entry
+
+    classes: dict[str, dict[str, Any]] = {}
+    for p in available:
+        per_class: dict[str, Any] = {}
+        for cls in classes_seen:
+            members = [r for r in ordered if r["class"] == cls]
+            empty_ok = [
+                len(r["profiles"][p]["ids"]) == 0
+                for r in members
+                if r["unanswerable"] and p in r["profiles"]
+            ]
+            per_class[cls] = {
+                "queries": len(members),
+                "evaluated": n_evaluated.get((p, cls), 0),
+                CLASS_MEASURE: class_cells[(p, cls)],
+                "no_result_accuracy": (sum(empty_ok) / len(empty_ok)) if empty_ok else None,
+            }
+        classes[p] = per_class
+
+    comparisons = _comparisons(columns, available, cfg)
+
+    queries: dict[str, Any] = {}
+    base_queries = ((baseline or {}).get("profiles") or {}).get(cfg.gated_profile) or {}
+    base_queries = base_queries.get("queries") or {}
+    for row in ordered:
+        queries[row["qid"]] = {
+            "class": row["class"],
+            "split": row["split"],
+            "text": row["text"],
+            "unanswerable": row["unanswerable"],
+            "failures": row["failures"],
+            "unavailable": row["unavailable"],
+            "profiles": {
+                p: {
+                    "ids": d["ids"],
+                    # finite floats already (fill_measures leaves undefined values out)
+                    "measures": d["measures"],
+                    "violations": d["violations"],
+                    "constraint_breaks": d["constraint_breaks"],
+                    "applied_filters": d["applied"],
+                    "extracted_filters": d["extracted"],
+                    "expectations_unmet": d["expectations"],
+                    "latency_ms": d.get("latency_ms"),
+                }
+                for p, d in row["profiles"].items()
+            },
+            "baseline": base_queries.get(row["qid"]),
+            "ledger": row.get("ledger"),
+        }
+
+    manifest_ = metrics.manifest(
+        measures=cfg.measures, relevance_level=cfg.relevance_level, gain=cfg.gain
+    )
+    manifest_["evaluated_queries"] = EVALUATED_RULE.replace(
+        "the relevance level", f"the relevance level ({cfg.relevance_level})"
+    )
+    coll_manifest = dict(getattr(collection, "manifest", {}) or {})
+    model = facts.get("model") if isinstance(facts.get("model"), Mapping) else None
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "pytest-searcheval", "version": __version__},
+        "created": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+        "run": {
+            "split": cfg.split,
+            "profiles": list(cfg.profiles),
+            "gated_profile": cfg.gated_profile,
+            "relevance_level": cfg.relevance_level,
+            "gain": cfg.gain,
+            "limit": cfg.limit,
+            "measures": list(cfg.measures),
+            "tolerance": cfg.tolerance,
+            "query_tolerance": cfg.query_tolerance,
+            "query_measure": cfg.query_measure,
+            "queries_expected": len(expected),
+            "queries_run": len(ordered),
+            "complete": set(expected) <= set(rows),
+            "xdist_workers": workers,
+            "bootstrap": {"samples": cfg.bootstrap_samples, "seed": SEED, "confidence": 0.95},
+            "randomization": {"permutations": cfg.permutations, "seed": SEED, "correction": "holm"},
+        },
+        "environment": {
+            "host": platform.node(),
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "pytest": _version("pytest"),
+            "postgres": facts.get("postgres"),
+            "pgvector": facts.get("pgvector"),
+            "target": facts,
+        },
+        "collection": {
+            "name": coll_manifest.get("name"),
+            "version": coll_manifest.get("version"),
+            "path": str(cfg.collection),
+            "documents": len(getattr(collection, "documents", {}) or {}),
+            "queries": len(getattr(collection, "queries", {}) or {}),
+            "hashes": dict(getattr(collection, "hashes", {}) or {}),
+            "price_snapshot": coll_manifest.get("price_snapshot"),
+        },
+        "model": model,
+        "metric_manifest": manifest_,
+        "profiles": profiles,
+        "unavailable": unavailable,
+        "classes": classes,
+        "comparisons": comparisons,
+        "queries": queries,
+        "invariants": {k: dict(v) for k, v in sorted((invariants or {}).items())},
+        "latency_tests": {k: dict(v) for k, v in sorted((latency_tests or {}).items())},
+        "invariant_summary": _invariant_summary(invariants or {}),
+        "known_failures": _known_failures(queries, invariants or {}, baseline),
+        "limitations": _limitations(
+            collection, coll_manifest, unavailable, ordered, expected, cfg.relevance_level
+        ),
+        "gate": None,
+    }
+    return report
+
+
+def _invariant_summary(invariants: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """``invariants.summarize()`` of the case records: per-invariant counts, filter-conformance
+    totals, constraint-extraction accuracy per field (``None`` when no case ran)."""
+    if not invariants:
+        return None
+    from pytest_searcheval.invariants import summarize
+
+    return summarize([invariants[k] for k in sorted(invariants)])
+
+
+def invariant_lines(summary: Mapping[str, Any] | None) -> list[str]:
+    """Terminal/Markdown-neutral lines: a per-invariant table, conformance, extraction."""
+    if not summary:
+        return []
+    body = [
+        [name, str(r["cases"]), str(r["passed"]), str(r["failed"]), str(r["skipped"])]
+        for name, r in summary["invariants"].items()
+    ]
+    lines = ["invariants:"]
+    lines += _table(["invariant", "cases", "passed", "failed", "skipped"], body)
+    lines += [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
+    return lines
+
+
+def _conformance_line(summary: Mapping[str, Any]) -> str:
+    c = summary.get("conformance")
+    if not c:
+        return ""
+    return (
+        f"filter conformance: {c['cases']} cases, {c['violations']} violations "
+        f"(a listing returned that breaks the filters), {c['misses']} misses (a matching "
+        "listing not returned)"
+    )
+
+
+def _extraction_line(summary: Mapping[str, Any]) -> str:
+    e = summary.get("extraction")
+    if not e:
+        return ""
+    parts = [
+        f"{name} {f['correct']}/{f['labelled']}"
+        + ("" if f.get("accuracy") is None else f" ({float(f['accuracy']):.3f})")
+        for name, f in sorted(e["fields"].items())
+    ]
+    spurious = e.get("spurious")
+    return (
+        "constraint extraction (correct/labelled per field): "
+        + (", ".join(parts) or "no labelled field")
+        + f"; spurious filters: {'-' if spurious is None else spurious}"
+    )
+
+
+def _known_failures(
+    queries: Mapping[str, Mapping[str, Any]],
+    invariants: Mapping[str, Mapping[str, Any]],
+    baseline: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The known-failure ledger's verdicts: ``known`` (failed for recorded reasons: xfail),
+    ``new`` (failed otherwise: the test failed), ``fixed`` (recorded failing, passes: XPASS)."""
+    out: dict[str, Any] = {"baseline_ledger": bool((baseline or {}).get("known_failures"))}
+    for kind, items in (("queries", queries), ("invariants", invariants)):
+        by: dict[str, list[str]] = {"known": [], "new": [], "fixed": []}
+        for key, entry in items.items():
+            status = entry.get("ledger")
+            if status in by:
+                by[status].append(key)
+        out[kind] = {k: sorted(v) for k, v in by.items()}
+    return out
+
+
+def _ledger_lines(report: Mapping[str, Any]) -> list[str]:
+    kf = report.get("known_failures") or {}
+    if not kf:
+        return []
+    q, i = kf.get("queries") or {}, kf.get("invariants") or {}
+    known = len(q.get("known", [])) + len(i.get("known", []))
+    fixed = sorted(q.get("fixed", []) + i.get("fixed", []))
+    lines: list[str] = []
+    if known:
+        lines.append(
+            f"known failures (xfail, recorded in the baseline): {len(q.get('known', []))} query "
+            f"tests, {len(i.get('known', []))} invariant cases"
+        )
+    if fixed:
+        shown = ", ".join(fixed[:10]) + (f", ... ({len(fixed)} in all)" if len(fixed) > 10 else "")
+        lines.append(
+            f"fixed since the baseline (XPASS): {shown}; re-baseline with "
+            "--search-eval-update-baseline to record it"
+        )
+    return lines
+
+
+def _comparisons(
+    columns: Mapping[tuple[str, str], Mapping[str, float]],
+    available: Sequence[str],
+    cfg: SearchEvalConfig,
+) -> list[dict[str, Any]]:
+    """Paired randomization tests of every profile pair on the gated measures. Comparisons
+    over the same queries share one sign matrix (:func:`stats.paired_randomization_tests`)."""
+    from pytest_searcheval.stats import holm, paired_randomization_tests
+
+    out: list[dict[str, Any]] = []
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for a, b in combinations(available, 2):
+        for m in GATED_MEASURES:
+            va, vb = columns.get((a, m), {}), columns.get((b, m), {})
+            common = tuple(sorted(set(va) & set(vb)))
+            if len(common) < 2:
+                continue
+            xs = [va[q] for q in common]
+            ys = [vb[q] for q in common]
+            entry: dict[str, Any] = {
+                "a": a,
+                "b": b,
+                "measure": m,
+                "n": len(common),
+                "mean_a": sum(xs) / len(xs),
+                "mean_b": sum(ys) / len(ys),
+                "mean_diff": (sum(xs) - sum(ys)) / len(xs),
+                "p": None,
+                "_xy": (xs, ys),
+            }
+            out.append(entry)
+            groups.setdefault(common, []).append(entry)
+    for entries in groups.values():
+        xs_cols = [e["_xy"][0] for e in entries]
+        ys_cols = [e["_xy"][1] for e in entries]
+        ps = paired_randomization_tests(
+            [list(r) for r in zip(*xs_cols, strict=True)],
+            [list(r) for r in zip(*ys_cols, strict=True)],
+            permutations=cfg.permutations,
+            seed=SEED,
+        )
+        for e, p in zip(entries, ps, strict=True):
+            e["p"] = float(p)
+            del e["_xy"]
+    raw = {f"{e['a']} vs {e['b']} {e['measure']}": float(e["p"]) for e in out}
+    adjusted = holm(raw) if raw else {}
+    for entry in out:
+        entry["p_holm"] = float(adjusted[f"{entry['a']} vs {entry['b']} {entry['measure']}"])
+    return out
+
+
+def _limitations(
+    collection: Any,
+    manifest: Mapping[str, Any],
+    unavailable: Mapping[str, str],
+    ordered: Sequence[Mapping[str, Any]],
+    expected: Sequence[str],
+    relevance_level: int,
+) -> list[str]:
+    notes: list[str] = []
+    excluded = [r for r in ordered if not evaluated(r)]
+    if excluded:
+        unanswerable = sum(1 for r in excluded if r["unanswerable"])
+        notes.append(
+            f"{len(ordered) - len(excluded)} of {len(ordered)} queries enter the relevance "
+            f"measures (nDCG, P, R, RR, AP, bpref, Judged alike): the other {len(excluded)} "
+            f"({unanswerable} declared unanswerable) have no judged document with grade >= "
+            f"{relevance_level} and are scored by no-result accuracy only."
+        )
+    provenance = getattr(collection, "provenance", {}) or {}
+    sources = {
+        str((d.sidecar or {}).get("source"))
+        for d in (getattr(collection, "documents", {}) or {}).values()
+        if getattr(d, "sidecar", None)
+    }
+    if "sample" in sources or provenance.get("synthetic"):
+        notes.append(
+            "The corpus is synthetic (sidecar source 'sample'): absolute numbers describe this "
+            "catalog, not production traffic."
+        )
+    judges = provenance.get("judges") if isinstance(provenance, Mapping) else None
+    if judges:
+        notes.append(f"Judgments by: {json.dumps(judges, sort_keys=True, default=str)}.")
+    if manifest.get("price_snapshot"):
+        notes.append(f"USD prices use the fixed snapshot of {manifest['price_snapshot']}.")
+    for p, reason in unavailable.items():
+        notes.append(f"Profile {p} was unavailable ({reason}); it has no scores, not zero scores.")
+    if len(ordered) < len(expected):
+        notes.append(
+            f"Partial run: {len(ordered)} of {len(expected)} queries; aggregate gate rules skipped."
+        )
+    n = len(ordered)
+    if n and n < 50:
+        notes.append(f"Only {n} queries: intervals are wide; small differences are noise.")
+    notes.append(
+        "Latency percentiles in the profile table come from one request per query during the "
+        "evaluation (cold caches included); gated latency comes from the latency tests."
+    )
+    return notes
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+# --- renderings ------------------------------------------------------------------------------
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    return "-" if v is None else f"{float(v):.{digits}f}"
+
+
+def _short(v: float) -> str:
+    text = f"{v:.3f}"
+    return text[1:] if text.startswith("0.") else text
+
+
+def _ci(cell: Mapping[str, Any]) -> str:
+    """``.734 [.690,.781]``: mean and 95% interval, leading zeros dropped to keep tables narrow."""
+    if cell.get("mean") is None:
+        return "-"
+    return f"{_short(cell['mean'])} [{_short(cell['low'])},{_short(cell['high'])}]"
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
+    lines = [fmt.format(*header), "  ".join("-" * w for w in widths)]
+    lines += [fmt.format(*r) for r in body]
+    return lines
+
+
+def terminal_lines(report: Mapping[str, Any]) -> list[str]:
+    """The terminal section: profile x measure (95% CI), per-class table, comparisons, gate."""
+    run = report["run"]
+    lines = [
+        f"collection {report['collection']['name'] or report['collection']['path']} "
+        f"split={run['split']} queries={run['queries_run']}/{run['queries_expected']} "
+        f"gain={run['gain']} relevance>={run['relevance_level']} "
+        f"(mean [95% bootstrap CI], n={run['bootstrap']['samples']})"
+    ]
+    measures = [m for m in TERMINAL_MEASURES if m in run["measures"]]
+    body: list[list[str]] = []
+    for p, entry in report["profiles"].items():
+        if not entry["available"]:
+            body.append([p, *(["-"] * (len(measures) + 2)), "unavailable"])
+            continue
+        nra = entry["no_result"]["accuracy"]
+        p95 = entry["latency_ms"]["p95"]
+        body.append(
+            [
+                p,
+                *[_ci(entry["measures"][m]) for m in measures],
+                _fmt(nra),
+                "-" if p95 is None else f"{p95:.1f}",
+                str(entry["hard_filter_violations"]),
+            ]
+        )
+    lines += _table(["profile", *measures, "no-result", "p95 ms", "viol."], body)
+    evaluated_n = {e.get("evaluated") for e in report["profiles"].values() if e["available"]}
+    if evaluated_n:
+        lines.append(
+            "relevance measures over "
+            + "/".join(str(n) for n in sorted(evaluated_n, key=lambda n: -1 if n is None else n))
+            + f" queries with a judged document of grade >= {run['relevance_level']} "
+            "(the rest: no-result accuracy)"
+        )
+    for p, entry in report["profiles"].items():
+        if not entry["available"]:
+            lines.append(f"unavailable: {p}: {entry['reason']}")
+    gated = run["gated_profile"]
+    if gated in report["classes"]:
+        lines.append("")
+        lines.append(f"per class ({gated}, {CLASS_MEASURE}):")
+        cbody = [
+            [
+                cls,
+                str(c["queries"]),
+                str(c.get("evaluated", "-")),
+                _ci(c[CLASS_MEASURE]),
+                _fmt(c["no_result_accuracy"]),
+            ]
+            for cls, c in report["classes"][gated].items()
+        ]
+        lines += _table(["class", "n", "rel. n", CLASS_MEASURE, "no-result acc."], cbody)
+    if report["comparisons"]:
+        lines.append("")
+        lines.append("paired randomization tests (two-sided, Holm-corrected):")
+        for c in report["comparisons"]:
+            lines.append(
+                f"  {c['a']} - {c['b']} {c['measure']}: {c['mean_diff']:+.4f} "
+                f"(n={c['n']}) p={c['p']:.4f} p_holm={c['p_holm']:.4f}"
+            )
+    inv = invariant_lines(report.get("invariant_summary"))
+    if inv:
+        lines.append("")
+        lines += inv
+    for name, lat in report["latency_tests"].items():
+        lines.append(
+            f"latency {name}: p50 {lat['p50_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms, "
+            f"p99 {lat['p99_ms']:.2f} ms over {lat['n']} requests"
+        )
+    ledger_lines = _ledger_lines(report)
+    if ledger_lines:
+        lines.append("")
+        lines += ledger_lines
+    gate = report.get("gate")
+    if gate:
+        lines.append("")
+        lines.append(f"gate: {'PASSED' if gate['passed'] else 'FAILED'}")
+        for rule in gate["rules"]:
+            lines.append(f"  [{rule['status']}] {rule['name']}: {rule['detail']}")
+    return lines
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    """GitHub-flavoured Markdown for the CI step summary."""
+    run = report["run"]
+    out = [
+        f"## Search evaluation: {report['collection']['name'] or 'collection'} "
+        f"({run['split']} split, {run['queries_run']} queries)",
+        "",
+    ]
+    gate = report.get("gate")
+    if gate:
+        out.append(f"**Gate: {'passed' if gate['passed'] else 'FAILED'}**")
+        out.append("")
+        for rule in gate["rules"]:
+            out.append(f"- `{rule['status']}` {rule['name']}: {rule['detail']}")
+        out.append("")
+    measures = [m for m in TERMINAL_MEASURES if m in run["measures"]]
+    out.append("| profile | " + " | ".join(measures) + " | no-result acc. | p95 ms | violations |")
+    out.append("|---" * (len(measures) + 4) + "|")
+    for p, e in report["profiles"].items():
+        if not e["available"]:
+            out.append(f"| {p} | unavailable: {e['reason']} |" + " |" * (len(measures) + 2))
+            continue
+        cells = [_ci(e["measures"][m]) for m in measures]
+        p95 = e["latency_ms"]["p95"]
+        out.append(
+            f"| {p} | "
+            + " | ".join(cells)
+            + f" | {_fmt(e['no_result']['accuracy'])} | {'-' if p95 is None else f'{p95:.1f}'}"
+            + f" | {e['hard_filter_violations']} |"
+        )
+    gated = run["gated_profile"]
+    if gated in report["classes"]:
+        out += ["", f"Per class ({gated}, {CLASS_MEASURE}, mean [95% CI]):", ""]
+        out += [
+            "| class | n | rel. n | " + CLASS_MEASURE + " | no-result acc. |",
+            "|---|---|---|---|---|",
+        ]
+        for cls, c in report["classes"][gated].items():
+            out.append(
+                f"| {cls} | {c['queries']} | {c.get('evaluated', '-')} | "
+                f"{_ci(c[CLASS_MEASURE])} | {_fmt(c['no_result_accuracy'])} |"
+            )
+    summary = report.get("invariant_summary")
+    if summary:
+        out += ["", "Invariants:", "", "| invariant | cases | passed | failed | skipped |"]
+        out.append("|---|---|---|---|---|")
+        for name, r in summary["invariants"].items():
+            out.append(
+                f"| {name} | {r['cases']} | {r['passed']} | {r['failed']} | {r['skipped']} |"
+            )
+        extra = [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
+        if extra:
+            out += [""] + [f"- {line}" for line in extra]
+    ledger_lines = _ledger_lines(report)
+    if ledger_lines:
+        out += [""] + [f"- {line}" for line in ledger_lines]
+    failing = [(q, d) for q, d in report["queries"].items() if d["failures"]]
+    if failing:
+        out += ["", f"Failing queries ({len(failing)}):", ""]
+        for qid, d in failing[:50]:
+            tag = " (known failure)" if d.get("ledger") == "known" else ""
+            out.append(f"- `{qid}`{tag}: " + "; ".join(d["failures"]))
+    if report["limitations"]:
+        out += ["", "Limitations:", ""] + [f"- {n}" for n in report["limitations"]]
+    return "\n".join(out) + "\n"
+
+
+def to_json(report: Mapping[str, Any]) -> str:
+    """Compact JSON (``jq .`` pretty-prints it): with ``indent`` the stdlib falls back to its
+    pure-Python encoder, which costs seconds on a few thousand queries."""
+    return json.dumps(report, allow_nan=False, default=str, separators=(",", ":")) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        # mkstemp creates 0600; a report is an ordinary file (0666 minus the umask).
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,223 @@
+"""A self-contained HTML report: tables plus plots embedded as base64 PNG (matplotlib, Agg).
+
+Plots: per-class bars with 95% interval whiskers (one bar per available profile), per-query
+change of the gated measure against the baseline, and the distribution of per-request latency.
+No external assets: the page opens from a CI artifact without network access.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import io
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_searcheval.report import (
+    CLASS_MEASURE,
+    TERMINAL_MEASURES,
+    _ci,
+    _conformance_line,
+    _extraction_line,
+    _fmt,
+    _ledger_lines,
+)
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em}
+th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.passed{color:#1a7f37}.failed{color:#cf222e;font-weight:bold}.skipped,.unverified{color:#9a6700}
+details{margin:.5em 0}code{background:#f6f8fa;padding:0 .2em}
+"""
+
+
+def _e(value: Any) -> str:
+    return _html.escape(str(value))
+
+
+def _png(fig: Any) -> str:
+    """An ``<img>`` with the figure as a base64 PNG; PNG stays small with thousands of bars."""
+    import base64
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f"<img alt='plot' src='data:image/png;base64,{data}'>"
+
+
+def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out: list[tuple[str, str]] = []
+
+    classes = report["classes"]
+    if classes:
+        profiles = list(classes)
+        names = sorted({c for per in classes.values() for c in per})
+        fig, ax = plt.subplots(figsize=(max(6.0, len(names) * 1.2), 3.6))
+        width = 0.8 / max(1, len(profiles))
+        for i, p in enumerate(profiles):
+            means, lows, highs, xs = [], [], [], []
+            for j, cls in enumerate(names):
+                cell = classes[p].get(cls, {}).get(CLASS_MEASURE, {})
+                if cell.get("mean") is None:
+                    continue
+                xs.append(j + i * width)
+                means.append(cell["mean"])
+                lows.append(cell["mean"] - cell["low"])
+                highs.append(cell["high"] - cell["mean"])
+            ax.bar(xs, means, width, yerr=[lows, highs], capsize=3, label=p)
+        ax.set_xticks([j + width * (len(profiles) - 1) / 2 for j in range(len(names))])
+        ax.set_xticklabels(names, rotation=20)
+        ax.set_ylabel(f"{CLASS_MEASURE} (95% CI)")
+        ax.set_ylim(0, 1.05)
+        ax.legend(fontsize=8)
+        out.append((f"{CLASS_MEASURE} per query class", _png(fig)))
+        plt.close(fig)
+
+    gated = report["run"]["gated_profile"]
+    measure = report["run"]["query_measure"]
+    deltas = []
+    for qid, q in report["queries"].items():
+        now = (q["profiles"].get(gated) or {}).get("measures", {}).get(measure)
+        before = (q.get("baseline") or {}).get(measure)
+        if now is not None and before is not None:
+            deltas.append((float(now) - float(before), qid))
+    if deltas:
+        deltas.sort()
+        fig, ax = plt.subplots(figsize=(8, 3.2))
+        colors = ["#cf222e" if d < 0 else "#1a7f37" for d, _ in deltas]
+        ax.bar(range(len(deltas)), [d for d, _ in deltas], color=colors)
+        ax.axhline(-report["run"]["query_tolerance"], color="#888", linestyle="--", linewidth=1)
+        ax.set_xlabel("queries, sorted by change")
+        ax.set_ylabel(f"{measure} change vs baseline")
+        out.append((f"Per-query change of {measure} ({gated}) against the baseline", _png(fig)))
+        plt.close(fig)
+
+    series = []
+    for p, e in report["profiles"].items():
+        if not e.get("available"):
+            continue
+        lat = [
+            float(q["profiles"][p]["latency_ms"])
+            for q in report["queries"].values()
+            if p in q["profiles"] and q["profiles"][p].get("latency_ms") is not None
+        ]
+        if lat:
+            series.append((p, lat))
+    for name, test in report.get("latency_tests", {}).items():
+        series.append((f"{name} (latency test)", list(test.get("samples_ms", []))))
+    if series:
+        fig, ax = plt.subplots(figsize=(8, 3.2))
+        ax.boxplot([s for _, s in series], orientation="horizontal", whis=(1, 99), showfliers=False)
+        ax.set_yticks(range(1, len(series) + 1))
+        ax.set_yticklabels([n for n, _ in series])
+        ax.set_xscale("log")
+        ax.set_xlabel("latency per request (ms, log scale; whiskers p1-p99, outliers not drawn)")
+        out.append(("Latency distribution", _png(fig)))
+        plt.close(fig)
+    return out
+
+
+def html(report: Mapping[str, Any]) -> str:
+    run = report["run"]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>search evaluation: {_e(report['collection']['name'])}</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        f"<h1>Search evaluation: {_e(report['collection']['name'] or 'collection')}</h1>",
+        f"<p>split <code>{_e(run['split'])}</code>, {run['queries_run']} of "
+        f"{run['queries_expected']} queries, gain {_e(run['gain'])}, relevance &ge; "
+        f"{run['relevance_level']}, gated profile <code>{_e(run['gated_profile'])}</code>. "
+        f"Cells: mean [95% bootstrap interval].</p>",
+    ]
+    gate = report.get("gate")
+    if gate:
+        verdict = "passed" if gate["passed"] else "failed"
+        parts.append(f"<h2>Gate: <span class='{verdict}'>{verdict}</span></h2><ul>")
+        for r in gate["rules"]:
+            parts.append(
+                f"<li><span class='{_e(r['status'])}'>{_e(r['status'])}</span> "
+                f"{_e(r['name'])}: {_e(r['detail'])}</li>"
+            )
+        parts.append("</ul>")
+    ledger_lines = _ledger_lines(report)
+    if ledger_lines:
+        parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in ledger_lines) + "</ul>")
+    measures = [m for m in TERMINAL_MEASURES if m in run["measures"]]
+    parts.append("<h2>Profiles</h2><table><tr><th>profile</th>")
+    parts += [f"<th>{_e(m)}</th>" for m in measures]
+    parts.append("<th>no-result acc.</th><th>p95 ms</th><th>violations</th></tr>")
+    for p, e in report["profiles"].items():
+        if not e["available"]:
+            parts.append(
+                f"<tr><td>{_e(p)}</td><td colspan='{len(measures) + 3}'>unavailable: "
+                f"{_e(e['reason'])}</td></tr>"
+            )
+            continue
+        cells = "".join(f"<td class='num'>{_e(_ci(e['measures'][m]))}</td>" for m in measures)
+        p95 = e["latency_ms"]["p95"]
+        parts.append(
+            f"<tr><td>{_e(p)}</td>{cells}<td class='num'>{_fmt(e['no_result']['accuracy'])}</td>"
+            f"<td class='num'>{'-' if p95 is None else f'{p95:.1f}'}</td>"
+            f"<td class='num'>{e['hard_filter_violations']}</td></tr>"
+        )
+    parts.append("</table>")
+    if report["comparisons"]:
+        parts.append(
+            "<h2>Paired randomization tests</h2><table><tr><th>a</th><th>b</th><th>measure</th>"
+            "<th>n</th><th>mean a - b</th><th>p</th><th>p (Holm)</th></tr>"
+        )
+        for c in report["comparisons"]:
+            parts.append(
+                f"<tr><td>{_e(c['a'])}</td><td>{_e(c['b'])}</td><td>{_e(c['measure'])}</td>"
+                f"<td class='num'>{c['n']}</td><td class='num'>{c['mean_diff']:+.4f}</td>"
+                f"<td class='num'>{c['p']:.4f}</td><td class='num'>{c['p_holm']:.4f}</td></tr>"
+            )
+        parts.append("</table>")
+    try:
+        plots = _plots(report)
+    except ImportError as exc:
+        plots = []
+        parts.append(f"<p>Plots unavailable: {_e(exc)}</p>")
+    for title, img in plots:
+        parts.append(f"<h2>{_e(title)}</h2>{img}")
+    summary = report.get("invariant_summary")
+    if summary:
+        parts.append(
+            "<h2>Invariants</h2><table><tr><th>invariant</th><th>cases</th><th>passed</th>"
+            "<th>failed</th><th>skipped</th><th>failing cases</th></tr>"
+        )
+        for name, r in summary["invariants"].items():
+            failing_ids = ", ".join(r["failing"][:10]) + (" ..." if len(r["failing"]) > 10 else "")
+            parts.append(
+                f"<tr><td>{_e(name)}</td><td class='num'>{r['cases']}</td>"
+                f"<td class='num'>{r['passed']}</td><td class='num'>{r['failed']}</td>"
+                f"<td class='num'>{r['skipped']}</td><td>{_e(failing_ids)}</td></tr>"
+            )
+        parts.append("</table>")
+        extra = [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
+        if extra:
+            parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in extra) + "</ul>")
+    failing = [(q, d) for q, d in report["queries"].items() if d["failures"]]
+    parts.append(f"<h2>Failing queries ({len(failing)})</h2>")
+    for qid, d in failing:
+        parts.append(
+            f"<details><summary><code>{_e(qid)}</code> [{_e(d['class'])}] {_e(d['text'])}"
+            + (" <em>(known failure)</em>" if d.get("ledger") == "known" else "")
+            + f"</summary><ul>{''.join(f'<li>{_e(f)}</li>' for f in d['failures'])}</ul></details>"
+        )
+    parts.append("<h2>Limitations</h2><ul>")
+    parts += [f"<li>{_e(n)}</li>" for n in report["limitations"]]
+    parts.append("</ul><h2>Environment, data and conventions</h2>")
+    for key in ("environment", "collection", "model", "metric_manifest", "tool"):
+        parts.append(
+            f"<details><summary>{_e(key)}</summary><pre>"
+            f"{_e(json.dumps(report.get(key), indent=2, default=str))}</pre></details>"
+        )
+    parts.append("</body></html>\n")
+    return "".join(parts)

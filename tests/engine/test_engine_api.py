@@ -1,0 +1,439 @@
+"""The HTTP layer with a fake engine: parameter validation, error shapes, auth, threading.
+
+The fake engine records what reached it, so each test proves that bad input was stopped at
+the HTTP layer and good input arrived validated. End-to-end tests through the real engine are
+in test_engine_api_e2e.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from pytest_searcheval.collection.model import Asset
+from pytest_searcheval.engine.app import MAX_QUERY_CHARS, create_app
+from pytest_searcheval.engine.service import serve_in_thread
+from pytest_searcheval.x402 import strkey
+from pytest_searcheval.x402.vocabulary import FILTER_KEYS
+
+USDC = strkey.encode_contract(bytes([1]) * 32)
+G = strkey.encode_account(bytes([9]) * 32)
+TOKEN = "s3cret-token"
+
+
+class ProfileUnavailable(RuntimeError):
+    pass
+
+
+class FakeEngine:
+    def __init__(self) -> None:
+        self.assets = [Asset("USDC", "stellar:pubnet", USDC, 7, Decimal(1))]
+        self.calls: list[dict[str, Any]] = []
+        self.docs: dict[str, Mapping[str, Any]] = {"a": {"id": "a"}}
+        self.reindexed = 0
+        self.lock = threading.Lock()
+        self.active = 0
+        self.max_active = 0
+        self.delay = 0.0
+
+    def profiles(self) -> dict[str, str | None]:
+        return {
+            "lexical": None,
+            "semantic": None,
+            "hybrid": None,
+            "hybrid_rerank": "no cross-encoder configured",
+        }
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "postgres": "18.0",
+            "pgvector": "0.8.0",
+            "model": {"id": "m"},
+            "documents": len(self.docs),
+        }
+
+    def search(
+        self,
+        q: str,
+        *,
+        profile: str = "hybrid",
+        limit: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        extract: bool = True,
+    ) -> dict[str, Any]:
+        import time
+
+        with self.lock:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        try:
+            time.sleep(self.delay)
+            self.calls.append(
+                {
+                    "q": q,
+                    "profile": profile,
+                    "limit": limit,
+                    "filters": dict(filters or {}),
+                    "extract": extract,
+                }
+            )
+            if q == "raise-unavailable":
+                raise ProfileUnavailable("profile hybrid is unavailable: model failed")
+            if q == "raise-bug":
+                raise KeyError("boom")
+            if q == "raise-pool-timeout":
+                from psycopg_pool import PoolTimeout
+
+                raise PoolTimeout("couldn't get a connection after 30.00 sec")
+            return {
+                "query": q,
+                "profile": profile,
+                "results": [{"id": "a", "score": 1.0, "resource": {}}],
+                "filters": {"applied": dict(filters or {}), "extracted": {}},
+                "no_result": False,
+                "model": {"id": "m"},
+                "latency_ms": 0.1,
+            }
+        finally:
+            with self.lock:
+                self.active -= 1
+
+    def upsert(self, record: Mapping[str, Any]) -> None:
+        self.docs[str(record["id"])] = record
+
+    def delete(self, doc_id: str) -> bool:
+        return self.docs.pop(doc_id, None) is not None
+
+    def reindex(self) -> None:
+        self.reindexed += 1
+
+
+@pytest.fixture
+def engine() -> FakeEngine:
+    return FakeEngine()
+
+
+@pytest.fixture
+def client(engine: FakeEngine) -> Iterator[TestClient]:
+    with TestClient(create_app(engine, admin_token=TOKEN), raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_search_passes_validated_values(client: TestClient, engine: FakeEngine) -> None:
+    r = client.get(
+        "/discovery/search",
+        params={
+            "q": "weather",
+            "profile": "lexical",
+            "limit": "25",
+            "extract": "false",
+            "network": "stellar:pubnet",
+            "asset": "USDC",
+            "max_price_usd": "0.50",
+            "recipient": G,
+        },
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["results"][0]["id"] == "a"
+    assert engine.calls == [
+        {
+            "q": "weather",
+            "profile": "lexical",
+            "limit": 25,
+            "extract": False,
+            "filters": {
+                "network": "stellar:pubnet",
+                "asset": "USDC",
+                "max_price_usd": "0.5",
+                "recipient": G,
+            },
+        }
+    ]
+
+
+def test_defaults(client: TestClient, engine: FakeEngine) -> None:
+    assert client.get("/discovery/search", params={"q": "x"}).status_code == 200
+    assert engine.calls[0]["profile"] == "hybrid"
+    assert engine.calls[0]["limit"] == 10 and engine.calls[0]["extract"] is True
+
+
+BAD: list[tuple[dict[str, str], str, str]] = [
+    ({}, "q", "missing"),
+    ({"q": "   "}, "q", "empty"),
+    ({"q": "x" * (MAX_QUERY_CHARS + 1)}, "q", "longer than"),
+    ({"q": "abc\x00def"}, "q", "NUL"),
+    ({"q": "x", "limit": "0"}, "limit", "[1, 1000]"),
+    ({"q": "x", "limit": "1001"}, "limit", "[1, 1000]"),
+    ({"q": "x", "limit": "-5"}, "limit", "integer"),
+    ({"q": "x", "limit": "ten"}, "limit", "integer"),
+    ({"q": "x", "limit": "1e3"}, "limit", "integer"),
+    ({"q": "x", "limit": "99999999999999999999"}, "limit", "integer"),
+    ({"q": "x", "profile": "bm25"}, "profile", "unknown profile"),
+    ({"q": "x", "extract": "maybe"}, "extract", "true or false"),
+    ({"q": "x", "network": "stellar:mainnet"}, "network", "unknown network"),
+    ({"q": "x", "asset": "DOGE"}, "asset", "unknown asset"),
+    ({"q": "x", "max_price_usd": "-1"}, "max_price_usd", "negative"),
+    ({"q": "x", "max_price_usd": "cheap"}, "max_price_usd", "decimal"),
+    ({"q": "x", "max_price_usd": "inf"}, "max_price_usd", "decimal"),
+    ({"q": "x", "max_price_usd": "nan"}, "max_price_usd", "decimal"),
+    ({"q": "x", "recipient": G[:-1] + "Q"}, "recipient", "Stellar"),
+    ({"q": "x", "type": "grpc"}, "type", "unknown type"),
+    ({"q": "x", "scheme": "stream"}, "scheme", "unknown scheme"),
+    ({"q": "x", "extension": "a b"}, "extension", "extension name"),
+    ({"q": "x", "netwrok": "stellar:pubnet"}, "netwrok", "unknown parameter"),
+]
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "needle"), BAD, ids=[f"{b[1]}-{i}" for i, b in enumerate(BAD)]
+)
+def test_bad_input_is_400_with_field(
+    client: TestClient, engine: FakeEngine, params: dict[str, str], field: str, needle: str
+) -> None:
+    r = client.get("/discovery/search", params=params)
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert body["field"] == field and needle in body["error"]
+    assert engine.calls == []
+
+
+def test_repeated_parameter_and_bad_percent_encoding(client: TestClient) -> None:
+    r = client.get("/discovery/search?q=a&q=b")
+    assert r.status_code == 400 and r.json()["field"] == "q"
+    r = client.get("/discovery/search?q=%FF%FE")
+    assert r.status_code == 400 and r.json()["field"] == "q"
+    r = client.get("/discovery/search?q=ok&network=%00")
+    assert r.status_code == 400 and r.json()["field"] == "network"
+
+
+def test_unavailable_profile_is_503_with_reason(client: TestClient, engine: FakeEngine) -> None:
+    r = client.get("/discovery/search", params={"q": "x", "profile": "hybrid_rerank"})
+    assert r.status_code == 503
+    assert r.json()["reason"] == "no cross-encoder configured"
+    r = client.get("/discovery/search", params={"q": "raise-unavailable"})
+    assert r.status_code == 503 and "model failed" in r.json()["reason"]
+
+
+def test_engine_bug_is_a_json_500_without_traceback(client: TestClient) -> None:
+    r = client.get("/discovery/search", params={"q": "raise-bug"})
+    assert r.status_code == 500
+    assert r.json() == {"error": "internal error (KeyError)", "field": None}
+
+
+def test_database_outage_is_a_503(client: TestClient) -> None:
+    r = client.get("/discovery/search", params={"q": "raise-pool-timeout"})
+    assert r.status_code == 503
+    assert r.json() == {"error": "database unavailable (PoolTimeout)", "field": None}
+
+
+def test_unknown_route_and_method_are_json(client: TestClient) -> None:
+    r = client.get("/nope")
+    assert r.status_code == 404 and "error" in r.json()
+    r = client.post("/discovery/search")
+    assert r.status_code == 405 and "error" in r.json()
+
+
+def test_healthz(client: TestClient) -> None:
+    body = client.get("/healthz").json()
+    assert body["status"] == "ok" and body["documents"] == 1
+    assert body["profiles"]["hybrid_rerank"] == "no cross-encoder configured"
+    assert body["postgres"] == "18.0" and body["pgvector"] == "0.8.0"
+
+
+def auth(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_admin_requires_the_token(client: TestClient, engine: FakeEngine) -> None:
+    record = {"id": "b", "title": "B", "text": "b"}
+    assert client.put("/admin/resources/b", json=record).status_code == 401
+    r = client.put("/admin/resources/b", json=record, headers=auth("wrong"))
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    r = client.put("/admin/resources/b", json=record, headers={"Authorization": f"Basic {TOKEN}"})
+    assert r.status_code == 401
+    assert client.delete("/admin/resources/a").status_code == 401
+    assert client.post("/admin/reindex").status_code == 401
+    assert set(engine.docs) == {"a"} and engine.reindexed == 0
+
+
+def test_admin_routes(client: TestClient, engine: FakeEngine) -> None:
+    r = client.put("/admin/resources/b", json={"title": "B", "text": "b"}, headers=auth())
+    assert r.status_code == 200 and r.json() == {"id": "b", "status": "upserted"}
+    assert engine.docs["b"]["id"] == "b"
+    assert client.delete("/admin/resources/b", headers=auth()).json()["status"] == "deleted"
+    r = client.delete("/admin/resources/b", headers=auth())
+    assert r.status_code == 404 and r.json()["field"] == "id"
+    assert client.post("/admin/reindex", headers=auth()).status_code == 200
+    assert engine.reindexed == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"id": "other"}, "id"),
+        ({"title": 5}, "title"),
+        ({"text": "a\x00b"}, "text"),
+        ({"x402": "no"}, "x402"),
+        ({"x402": {"type": "grpc"}}, "x402.type"),
+        ({"x402": {"accepts": [{"amount": "1.5"}]}}, "x402.accepts[0].amount"),
+        ({"fields": {"k\x00": 1}}, "body"),
+        ([1, 2], "body"),
+    ],
+)
+def test_admin_rejects_bad_records(
+    client: TestClient, engine: FakeEngine, body: Any, field: str
+) -> None:
+    r = client.put("/admin/resources/c", json=body, headers=auth())
+    assert r.status_code == 400, r.text
+    assert r.json()["field"] == field
+    assert "c" not in engine.docs
+
+
+def test_admin_rejects_non_json_and_huge_bodies(client: TestClient) -> None:
+    r = client.put("/admin/resources/c", content=b"{not json", headers=auth())
+    assert r.status_code == 400 and r.json()["field"] == "body"
+    r = client.put("/admin/resources/c", content=b"x" * 1_000_001, headers=auth())
+    assert r.status_code == 413
+
+
+def test_admin_disabled_without_token(engine: FakeEngine) -> None:
+    with TestClient(create_app(engine, admin_token=None)) as c:
+        r = c.post("/admin/reindex", headers=auth())
+        assert r.status_code == 403
+    assert engine.reindexed == 0
+
+
+def test_served_in_a_thread_with_concurrent_clients(engine: FakeEngine) -> None:
+    engine.delay = 0.05
+    service = serve_in_thread(engine, token=TOKEN)
+    try:
+        assert service.url.startswith("http://127.0.0.1:") and service.port > 0
+        statuses: list[int] = []
+
+        def client_thread() -> None:
+            with httpx.Client(base_url=service.url, timeout=10) as c:
+                for _ in range(3):
+                    statuses.append(c.get("/discovery/search", params={"q": "x"}).status_code)
+
+        threads = [threading.Thread(target=client_thread) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert statuses == [200] * 18
+        # Requests overlapped: they were served by several worker threads at once.
+        assert engine.max_active > 1
+        r = httpx.post(service.url + "/admin/reindex", headers=auth(), timeout=10)
+        assert r.status_code == 200
+    finally:
+        service.stop()
+    with pytest.raises(httpx.TransportError):
+        httpx.get(service.url + "/healthz", timeout=1)
+    service.stop()  # idempotent
+
+
+def test_random_token_when_none_given(engine: FakeEngine) -> None:
+    with serve_in_thread(engine) as service:
+        assert service.token and len(service.token) >= 32
+        r = httpx.post(service.url + "/admin/reindex", headers=auth(service.token), timeout=10)
+        assert r.status_code == 200
+
+
+def test_random_parameter_values_never_give_a_500(client: TestClient) -> None:
+    import random
+
+    rng = random.Random(20261130)
+    alphabet = "aZ09 $%'\";\\-_.:,()[]{}<>=!?\x00\x01\x7f\u00e9\u2014\U0001f600\ufffd\n\t"
+    names = ["q", "profile", "limit", "extract", *FILTER_KEYS]
+    for _ in range(300):
+        params = {"q": "weather"}
+        for name in rng.sample(names, rng.randint(1, 4)):
+            params[name] = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        r = client.get("/discovery/search", params=params)
+        assert r.status_code in (200, 400, 503), (params, r.status_code, r.text)
+        body = r.json()
+        assert ("results" in body) if r.status_code == 200 else ("error" in body)
+
+
+def test_extraction_never_raises_on_random_text() -> None:
+    import random
+
+    from pytest_searcheval.engine.extract import extract
+
+    rng = random.Random(7)
+    words = [
+        "under",
+        "$",
+        "5",
+        "cents",
+        "testnet",
+        "mcp",
+        "not",
+        "USDC",
+        "paid",
+        "in",
+        "per",
+        "call",
+        "upto",
+        "exact",
+        "scheme",
+        "max",
+        "0.",
+        ".5",
+        "€",
+        "¢",
+        "1c",
+        "or",
+        "less",
+        G,
+        G[:20],
+        "\x00",
+        "up",
+        "to",
+        "a",
+        "half",
+        "tenth",
+        "of",
+        "dollar",
+    ]
+    for _ in range(500):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
+        found = extract(text, FakeEngine().assets)
+        assert isinstance(found.filters, dict) and isinstance(found.text, str)
+
+
+def test_accepted_connections_disable_nagle(engine: FakeEngine) -> None:
+    """asyncio sets TCP_NODELAY only on IPPROTO_TCP sockets; a listening socket made with
+    proto 0 made every keep-alive response wait ~40 ms for the client's delayed ACK."""
+    import socket
+
+    with serve_in_thread(engine) as service:
+        listeners = [s for server in service._server.servers for s in server.sockets]
+        assert listeners and all(s.proto == socket.IPPROTO_TCP for s in listeners)
+        with httpx.Client(base_url=service.url, timeout=10) as c:
+            assert c.get("/healthz").status_code == 200
+
+
+def test_query_cap_is_configurable(engine: FakeEngine) -> None:
+    with TestClient(create_app(engine, admin_token=None, max_query_chars=20)) as c:
+        assert c.get("/discovery/search", params={"q": "x" * 20}).status_code == 200
+        r = c.get("/discovery/search", params={"q": "x" * 21})
+        assert r.status_code == 400 and "longer than 20" in r.json()["error"]
+    with TestClient(create_app(engine, admin_token=None, max_query_chars=2000)) as c:
+        assert c.get("/discovery/search", params={"q": "x" * 1500}).status_code == 200
+
+
+def test_chunked_body_over_the_limit_is_413(client: TestClient, engine: FakeEngine) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(20):
+            yield b"x" * 100_000
+
+    r = client.put("/admin/resources/big", content=chunks(), headers=auth())
+    assert r.status_code == 413 and r.json()["field"] == "body"
+    assert "big" not in engine.docs

@@ -1,0 +1,147 @@
+"""Gate rules on hand-built reports: each rule can pass, fail or be skipped with its numbers."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from pytest_searcheval.baseline.gate import Rule, evaluate, make_baseline, passed, verify_baseline
+from pytest_searcheval.settings import SearchEvalConfig
+
+CFG = SearchEvalConfig(enabled=True, profiles=("lexical", "hybrid"), gated_profile="hybrid")
+OK = Rule("baseline matches its git tag", "passed", "ok")
+HASHES = {"corpus": "sha256:a", "queries": "sha256:b", "judgments": "sha256:c"}
+
+
+def _profile(ndcg: float, recall: float, nra: float = 1.0, violations: int = 0) -> dict[str, Any]:
+    cell = lambda v: {"mean": v, "low": v - 0.05, "high": v + 0.05, "n": 10}  # noqa: E731
+    return {
+        "available": True,
+        "reason": None,
+        "measures": {"nDCG@10": cell(ndcg), "R@20": cell(recall)},
+        "no_result": {"accuracy": nra},
+        "hard_filter_violations": violations,
+        "results_checked": 100,
+    }
+
+
+def _report(**hybrid: Any) -> dict[str, Any]:
+    return {
+        "run": {"complete": True},
+        "profiles": {"lexical": _profile(0.5, 0.6), "hybrid": _profile(**hybrid)},
+        "collection": {"name": "t", "version": 1, "hashes": dict(HASHES)},
+        "model": {"id": "m", "revision": "r1"},
+        "queries": {
+            "q1": {"profiles": {"hybrid": {"measures": {"nDCG@10": 0.7}, "ids": ["a", "b"]}}}
+        },
+        "invariants": {},
+    }
+
+
+def _rules(report: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Rule]:
+    return {r.name: r for r in evaluate(report, baseline, CFG, integrity=OK)}
+
+
+BASE = make_baseline(_report(ndcg=0.7, recall=0.8, nra=0.9), CFG, "v1")
+
+
+def test_unchanged_run_passes_every_rule() -> None:
+    rules = _rules(_report(ndcg=0.7, recall=0.8, nra=0.9), BASE)
+    assert passed(list(rules.values()))
+    assert rules["hybrid nDCG@10 vs baseline"].detail.startswith("0.7000 vs baseline 0.7000")
+
+
+@pytest.mark.parametrize(
+    ("change", "rule"),
+    [
+        ({"ndcg": 0.67}, "hybrid nDCG@10 vs baseline"),
+        ({"recall": 0.77}, "hybrid R@20 vs baseline"),
+        ({"nra": 0.85}, "hybrid no-result accuracy vs baseline"),
+        ({"violations": 1}, "hard filters respected"),
+        ({"ndcg": 0.45}, "hybrid >= lexical on nDCG@10"),
+    ],
+)
+def test_each_rule_fails_on_its_own_regression(change: dict[str, Any], rule: str) -> None:
+    kwargs = {"ndcg": 0.7, "recall": 0.8, "nra": 0.9} | change
+    rules = _rules(_report(**kwargs), BASE)
+    assert rules[rule].status == "failed", rules[rule]
+    assert not passed(list(rules.values()))
+
+
+def test_drop_within_tolerance_passes() -> None:
+    rules = _rules(_report(ndcg=0.681, recall=0.8, nra=0.9), BASE)
+    assert rules["hybrid nDCG@10 vs baseline"].status == "passed"
+
+
+def test_hybrid_below_lexical_in_the_baseline_fails() -> None:
+    base = copy.deepcopy(BASE)
+    base["profiles"]["hybrid"]["aggregates"]["R@20"] = 0.5
+    rules = _rules(_report(ndcg=0.7, recall=0.8, nra=0.9), base)
+    assert rules["hybrid >= lexical on R@20"].status == "failed"
+    assert "baseline 0.5000 vs 0.6000" in rules["hybrid >= lexical on R@20"].detail
+
+
+def test_model_or_data_change_needs_a_rebaseline() -> None:
+    report = _report(ndcg=0.7, recall=0.8, nra=0.9)
+    report["model"]["revision"] = "r2"
+    report["collection"]["hashes"]["corpus"] = "sha256:z"
+    rule = _rules(report, BASE)["dataset and model unchanged"]
+    assert rule.status == "failed"
+    assert "corpus sha256:a -> sha256:z" in rule.detail and "model revision r1 -> r2" in rule.detail
+
+
+def test_no_baseline_and_partial_runs_skip_comparisons_not_hard_filters() -> None:
+    rules = _rules(_report(ndcg=0.7, recall=0.8, violations=2), None)
+    assert rules["hybrid nDCG@10 vs baseline"].status == "skipped"
+    assert rules["hard filters respected"].status == "failed"
+    partial = _report(ndcg=0.1, recall=0.1)
+    partial["run"]["complete"] = False
+    rules = _rules(partial, BASE)
+    assert rules["hybrid nDCG@10 vs baseline"].detail.startswith("partial run")
+    assert passed(list(rules.values()))
+
+
+def test_invariants_and_conformance_rules() -> None:
+    base = copy.deepcopy(BASE)
+    base["invariants"] = {"known-item-q1": True, "churn-g2": False}
+    report = _report(ndcg=0.7, recall=0.8, nra=0.9)
+    report["invariants"] = {
+        "known-item-q1": {"passed": True},
+        "churn-g2": {"passed": False},
+        "filter-conformance-c3": {"passed": True},
+    }
+    rules = _rules(report, base)
+    assert rules["invariants not below baseline"].status == "passed"  # churn-g2 failed before
+    assert rules["filter conformance"].detail == "1/1 cases"
+    report["invariants"]["known-item-q1"]["passed"] = False
+    report["invariants"]["filter-conformance-c3"]["passed"] = False
+    rules = _rules(report, base)
+    assert rules["invariants not below baseline"].status == "failed"
+    assert "known-item-q1" in rules["invariants not below baseline"].detail
+    assert rules["filter conformance"].status == "failed"
+
+
+def test_unverified_baseline_fails_only_when_strict() -> None:
+    unverified = Rule("baseline matches its git tag", "unverified", "no tag")
+    report = _report(ndcg=0.7, recall=0.8, nra=0.9)
+    assert passed(evaluate(report, BASE, CFG, integrity=unverified))
+    strict = SearchEvalConfig(**{**CFG.__dict__, "strict_baseline": True})
+    assert not passed(evaluate(report, BASE, strict, integrity=unverified))
+
+
+def test_verify_baseline_without_tag_or_git(tmp_path: Any) -> None:
+    path = tmp_path / "baseline.json"
+    assert verify_baseline(path, None).status == "skipped"
+    assert verify_baseline(path, {"tag": None}).status == "unverified"
+    path.write_text("{}")
+    rule = verify_baseline(path, {"tag": "v1"})
+    assert rule.status == "unverified" and "not in a git repository" in rule.detail
+
+
+def test_baseline_holds_per_query_values_and_rankings() -> None:
+    assert BASE["tag"] == "v1"
+    assert BASE["profiles"]["hybrid"]["queries"]["q1"] == {"nDCG@10": 0.7, "ids": ["a", "b"]}
+    assert BASE["profiles"]["hybrid"]["aggregates"] == {"nDCG@10": 0.7, "R@20": 0.8}
+    assert BASE["collection"]["hashes"] == HASHES

@@ -1,0 +1,278 @@
+"""HttpTarget against a real local HTTP server; CallableTarget and EngineTarget adapters."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from pytest_searcheval.targets import (
+    CallableTarget,
+    EngineTarget,
+    Hit,
+    HttpTarget,
+    MutableTarget,
+    SearchResponse,
+    SearchTarget,
+    TargetUnavailable,
+    response_from_json,
+)
+
+SEEN: list[dict[str, list[str]]] = []
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: Any, raw: bytes | None = None) -> None:
+        data = raw if raw is not None else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        # The timeout test's client has given up by then, as intended.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        params = parse_qs(url.query)
+        SEEN.append(
+            params | {"_path": [url.path], "_auth": [self.headers.get("Authorization", "")]}
+        )
+        q = params.get("q", [""])[0]
+        if url.path == "/healthz":
+            self._send(200, {"status": "ok", "profiles": {"lexical": None, "hybrid_rerank": "no"}})
+        elif q == "sleep":
+            time.sleep(0.5)
+            self._send(200, {"results": []})
+        elif q == "bad":
+            self._send(400, {"error": "unknown asset", "field": "asset"})
+        elif q == "html":
+            self._send(200, None, raw=b"<html>oops</html>")
+        elif url.path in ("/discovery/search", "/s"):
+            self._send(
+                200,
+                {
+                    "query": q,
+                    "profile": params.get("profile", ["x"])[0],
+                    "results": [
+                        {"id": "a", "score": 2.0, "resource": {"resource": "https://a.example"}},
+                        {"id": "b", "score": 1.0},
+                    ],
+                    "filters": {"applied": {"network": "stellar:testnet"}, "extracted": {}},
+                    "no_result": False,
+                    "model": {"id": "m", "revision": "r"},
+                    "latency_ms": 1.5,
+                },
+            )
+        else:
+            self._send(404, {"error": "no route"})
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_http_target_speaks_the_reference_api(server: str) -> None:
+    target = HttpTarget(server + "/", token="s3cret")
+    assert isinstance(target, SearchTarget)
+    response = target.search(
+        "weather", profile="hybrid", limit=5, filters={"network": "stellar:testnet"}, extract=False
+    )
+    assert response.ids == ["a", "b"]
+    assert response.hits[0].resource == {"resource": "https://a.example"}
+    assert response.applied_filters == {"network": "stellar:testnet"}
+    assert response.meta["model"] == {"id": "m", "revision": "r"}
+    assert response.latency_ms is not None and response.latency_ms > 0
+    sent = SEEN[-1]
+    assert sent["_path"] == ["/discovery/search"]
+    assert sent["q"] == ["weather"] and sent["profile"] == ["hybrid"] and sent["limit"] == ["5"]
+    assert sent["network"] == ["stellar:testnet"] and sent["extract"] == ["false"]
+    assert sent["_auth"] == ["Bearer s3cret"]
+    assert target.profiles() == {"lexical": None, "hybrid_rerank": "no"}
+    assert target.describe()["status"] == "ok"
+    target.close()
+
+
+def test_http_target_url_template(server: str) -> None:
+    target = HttpTarget(server + "/s?q={query}&mode={profile}&n={limit}")
+    response = target.search("a b&c", profile="lexical", limit=3)
+    assert response.ids == ["a", "b"]
+    sent = SEEN[-1]
+    assert sent["q"] == ["a b&c"] and sent["mode"] == ["lexical"] and sent["n"] == ["3"]
+    target.search("x", profile="hybrid", filters={"type": "mcp"})
+    assert SEEN[-1]["type"] == ["mcp"] and SEEN[-1]["q"] == ["x"]
+    assert target.profiles() == {}
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("bad", "HTTP 400 from GET *unknown asset*"),
+        ("html", "non-JSON body from GET *"),
+        ("sleep", "timed out after 0.2 s: GET *"),
+    ],
+)
+def test_http_failures_make_the_profile_unavailable(server: str, query: str, reason: str) -> None:
+    from fnmatch import fnmatch
+
+    target = HttpTarget(server, timeout=0.2)
+    with pytest.raises(TargetUnavailable) as info:
+        target.search(query, profile="hybrid")
+    assert fnmatch(str(info.value), reason), str(info.value)
+
+
+def test_http_connection_refused_is_unavailable() -> None:
+    target = HttpTarget("http://127.0.0.1:9", timeout=1)
+    with pytest.raises(TargetUnavailable, match="ConnectError"):
+        target.search("x", profile="hybrid")
+    assert target.profiles() == {}
+    assert "error" in target.describe()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ["a", "b"],
+        [("a", 0.9), ("b", 0.1)],
+        {"results": [{"id": "a", "score": 0.9}, {"id": "b"}]},
+        SearchResponse(hits=(Hit("a", 0.9), Hit("b", 0.1))),
+    ],
+)
+def test_callable_target_accepts_the_documented_shapes(answer: Any) -> None:
+    calls: list[dict[str, Any]] = []
+
+    def fn(query: str, **kwargs: Any) -> Any:
+        calls.append({"query": query, **kwargs})
+        return answer
+
+    target = CallableTarget(fn, profiles=["hybrid"], description={"model": {"id": "x"}})
+    response = target.search("q", profile="hybrid", limit=7, filters={"type": "mcp"})
+    assert response.ids == ["a", "b"]
+    assert response.latency_ms is not None
+    assert calls == [
+        {"query": "q", "profile": "hybrid", "limit": 7, "filters": {"type": "mcp"}, "extract": True}
+    ]
+    assert target.profiles() == {"hybrid": None}
+    assert target.describe()["model"] == {"id": "x"}
+
+
+def test_response_parsing_errors_name_the_problem() -> None:
+    with pytest.raises(TargetUnavailable, match="no 'results' list"):
+        response_from_json({"items": []})
+    with pytest.raises(TargetUnavailable, match="result 1 has no 'id'"):
+        response_from_json({"results": [{"id": "a"}, {"score": 1}]})
+
+
+class FakeEngine:
+    def __init__(self, docs: dict[str, str], name: str = "main") -> None:
+        self.docs = dict(docs)
+        self.name = name
+        self.closed = False
+
+    def search(self, q: str, **kwargs: Any) -> dict[str, Any]:
+        if kwargs["profile"] == "hybrid_rerank":
+            raise RuntimeError("no cross-encoder configured")
+        hits = [{"id": d, "score": 1.0} for d, t in sorted(self.docs.items()) if q in t]
+        return {"results": hits, "filters": {"applied": {}, "extracted": {}}}
+
+    def profiles(self) -> Mapping[str, str | None]:
+        return {"hybrid": None, "hybrid_rerank": "no cross-encoder configured"}
+
+    def describe(self) -> Mapping[str, Any]:
+        return {"postgres": "17", "name": self.name}
+
+    def upsert(self, record: dict[str, Any]) -> None:
+        self.docs[record["id"]] = record["text"]
+
+    def delete(self, doc_id: str) -> None:
+        del self.docs[doc_id]
+
+    def reindex(self) -> None:
+        pass
+
+    def clone(self) -> FakeEngine:
+        return FakeEngine(self.docs, name="clone")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_engine_target_is_mutable_and_isolates_writes() -> None:
+    engine = FakeEngine({"a": "rain", "b": "sun"})
+    target = EngineTarget(engine)
+    assert isinstance(target, MutableTarget)
+    assert target.search("rain", profile="hybrid").ids == ["a"]
+    with pytest.raises(TargetUnavailable, match="RuntimeError: no cross-encoder"):
+        target.search("rain", profile="hybrid_rerank")
+    with target.isolated() as copy:
+        copy.upsert({"id": "c", "text": "rain again"})
+        copy.delete("a")
+        assert copy.search("rain", profile="hybrid").ids == ["c"]
+        assert copy.describe()["name"] == "clone"
+        clone = copy.engine  # type: ignore[attr-defined]
+    assert clone.closed and not engine.closed
+    assert target.search("rain", profile="hybrid").ids == ["a"]
+    assert target.describe() == {"target": "engine", "postgres": "17", "name": "main"}
+
+
+def test_response_meta_keeps_the_no_result_decision_inputs() -> None:
+    body = {
+        "results": [{"id": "a", "score": 0.4}],
+        "no_result": False,
+        "confidence": {"cos": 0.3, "coverage": 0.1, "value": 0.21, "threshold": 0.35},
+        "score_threshold": 0.5,
+        "latency_ms": 1.5,
+    }
+    meta = response_from_json(body).meta
+    assert meta["confidence"] == body["confidence"]
+    assert meta["score_threshold"] == 0.5
+    assert meta["no_result"] is False and meta["server_latency_ms"] == 1.5
+    assert "confidence" not in response_from_json({"results": [], "confidence": 0.2}).meta
+
+
+def test_threshold_compliance_fires_on_an_answer_under_the_threshold() -> None:
+    # The engine's JSON passes through response_from_json; the invariant must see the
+    # confidence it reports and fail an answer given under the no-result threshold.
+    import invariants_data as fx
+
+    from pytest_searcheval.invariants.base import InvariantSettings
+    from pytest_searcheval.invariants.ranking import check_threshold_compliance
+
+    coll = fx.collection()
+    query = next(
+        q for q in coll.queries.values() if q.query_class != "no-result" and not q.constraints
+    )
+    doc = sorted(coll.documents)[0]
+
+    def answer(confidence: float) -> CallableTarget:
+        body = {
+            "results": [{"id": doc, "score": 0.9}],
+            "no_result": False,
+            "confidence": {"value": confidence, "threshold": 0.35},
+        }
+        return CallableTarget(lambda q, **kw: body, profiles=["hybrid"])
+
+    settings = InvariantSettings()
+    under = check_threshold_compliance(answer(0.2), coll, query, settings)
+    assert under.status == "failed", under.message
+    assert "confidence 0.2 < threshold 0.35 but 1 result(s)" in under.message
+    over = check_threshold_compliance(answer(0.5), coll, query, settings)
+    assert "< threshold" not in over.message, over.message
