@@ -61,8 +61,20 @@ def pytest_configure(config: pytest.Config) -> None:
     _load_baseline(state)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(SessionHooks(state), "searcheval-session")
+    if not hasattr(config, "workerinput"):
+        from pytest_searcheval.plugin.phases import PhaseRecorder
+
+        config.pluginmanager.register(
+            PhaseRecorder(state.latency_ms, lambda: _facts(state)), "searcheval-phases"
+        )
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(XdistCollector(state), "searcheval-xdist")
+
+
+def _facts(state: EvalState) -> dict[str, Any] | None:
+    from pytest_searcheval.plugin.finish import merged_facts
+
+    return merged_facts(state)
 
 
 def _load_baseline(state: EvalState) -> None:
