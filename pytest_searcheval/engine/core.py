@@ -659,6 +659,7 @@ class Engine:
             "engine": "pytest-searcheval reference engine",
             "schema": self.schema_name,
             "server": getattr(self._server.server, "source", "unknown"),
+            "reaped": list(getattr(self._server.server, "reaped", [])),
             **self.versions,
             "documents": int(n_docs),
             "tombstones": len(self._tombstones),
