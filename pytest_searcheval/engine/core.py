@@ -666,12 +666,7 @@ class Engine:
             "postings": int(n_postings),
             "embeddings": int(n_vectors),
             "model": self.model_info(),
-            "embedding_cache": {
-                "dir": str(self.embedder.cache_dir),
-                "hits": self.embedder.stats.cache_hits,
-                "misses": self.embedder.stats.cache_misses,
-                "model_loaded": self.embedder.model_loaded,
-            },
+            "embedding_cache": self.embedder.cache_info(),
             "analyzer": "nfkc+casefold, strip accents, split non-alphanumerics, stop, porter",
             "dense": {
                 "mode": "hnsw" if self._hnsw else "exact",
