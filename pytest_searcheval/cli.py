@@ -7,7 +7,8 @@
     searcheval baseline-verify [--baseline baselines/baseline.json] [--strict]
 
 Exit status: 0 ok, 1 the baseline failed verification (or is unverified with --strict) or B
-is significantly worse than A (compare --fail-if-worse), 2 bad input (the message names the file and what was expected).
+is significantly worse than A (compare --fail-if-worse), 2 bad input (the message names the
+file and what was expected).
 """
 
 from __future__ import annotations
