@@ -1,7 +1,7 @@
 """``searcheval`` command: re-render a saved report, compare two reports, verify a baseline.
 
     searcheval report --json searcheval-report/report.json [--format terminal|markdown|html]
-                      [--out FILE]
+                      [--out FILE] [--history searcheval-report/history.jsonl]
     searcheval compare A.json B.json [--profile P] [--profile-b Q] [--measures M,...]
                       [--mover-measure M] [--movers N] [--out FILE] [--fail-if-worse ALPHA]
     searcheval baseline-verify [--baseline baselines/baseline.json] [--strict]
@@ -53,9 +53,10 @@ def _report(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         text = markdown(data)
     else:
+        from pytest_searcheval.report import history
         from pytest_searcheval.report.html import html
 
-        text = html(data)
+        text = html(data, history.read(Path(args.history)) if args.history else None)
     if args.out:
         write_atomic(Path(args.out), text)
         print(f"searcheval: wrote {args.out}")
@@ -127,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument("--json", required=True, help="report.json written by pytest --search-eval")
     rep.add_argument("--format", choices=("terminal", "markdown", "html"), default="terminal")
     rep.add_argument("--out", help="write to this file (atomically) instead of stdout")
+    rep.add_argument("--history", help="history.jsonl to plot as a trend (html format)")
     rep.set_defaults(func=_report)
     cmp = sub.add_parser(
         "compare", help="paired per-query comparison of two saved reports (B against A)"
