@@ -246,6 +246,8 @@ class Engine:
         self._priors: dict[str, float] = {}
         self._df_cache: dict[str, int] = {}
         self._filter_cache: dict[tuple[tuple[str, str], ...], frozenset[str]] = {}
+        #: every indexed id in order (the listing order of ``list_resources``), until a write
+        self._sorted_ids: list[str] | None = None
         self._executor = ThreadPoolExecutor(
             max_workers=max(1, settings.pool_max // 2), thread_name_prefix="searcheval-lexical"
         )
@@ -470,6 +472,7 @@ class Engine:
         # invalidated with it (a delete changes neither: tombstones are applied separately).
         self._df_cache = {}
         self._filter_cache = {}
+        self._sorted_ids = None
         top = fusion.max_settlements([d.sidecar for d in self._docs.values()])
         self._priors = {i: fusion.prior_signal(d.sidecar, top) for i, d in self._docs.items()}
 
@@ -696,6 +699,32 @@ class Engine:
     ) -> dict[str, Any]:
         """The ``/discovery/search`` body; raises ``ProfileUnavailable`` / ``ValueError``."""
         return self._search(q, profile=profile, limit=limit, filters=filters, extract=extract)
+
+    def list_resources(
+        self, *, filters: Mapping[str, Any] | None = None, limit: int = 100, offset: int = 0
+    ) -> dict[str, Any]:
+        """The ``/discovery/resources`` page: live listings that satisfy ``filters``, in id
+        order, ``limit`` of them from ``offset``: ``{"total", "items": [{"id", "resource"}]}``.
+        Raises ``x402.FilterError`` for an invalid filter value."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit: expected a positive integer, got {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset: expected a non-negative integer, got {offset!r}")
+        ordered = self._sorted_ids
+        if ordered is None:
+            ordered = self._sorted_ids = sorted(self._docs)
+        gone = self._tombstones
+        ids = [i for i in ordered if i not in gone] if gone else ordered
+        x402 = _module("x402")
+        applied = x402.parse_filters(filters, self.assets) if x402 is not None else None
+        if applied:
+            allowed = self._satisfying(applied, ids)
+            ids = [i for i in ids if i in allowed]
+        page = ids[offset : offset + limit]
+        return {
+            "total": len(ids),
+            "items": [{"id": i, "resource": _resource(self._docs[i])} for i in page],
+        }
 
     def _filters(
         self, q: str, filters: Mapping[str, Any] | None, extract: bool
