@@ -116,7 +116,7 @@ def engine_ranks(
                 continue
             for qid, text in queries.items():
                 # pooling wants every candidate: no constraint extraction, no no-result cut
-                body = engine._search(
+                body = engine.search(
                     text,
                     profile=profile,
                     limit=depth,

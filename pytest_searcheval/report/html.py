@@ -22,6 +22,7 @@ from pytest_searcheval.report import (
     _fmt,
     _ledger_lines,
 )
+from pytest_searcheval.report.query_table import query_table
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -29,6 +30,13 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .passed{color:#1a7f37}.failed{color:#cf222e;font-weight:bold}.skipped,.unverified{color:#9a6700}
 details{margin:.5em 0}code{background:#f6f8fa;padding:0 .2em}
+#queries th{cursor:pointer;user-select:none}#queries td{vertical-align:top}
+#queries th[aria-sort=ascending]::after{content:" \\25B2"}
+#queries th[aria-sort=descending]::after{content:" \\25BC"}.known{color:#9a6700}
+.controls{display:flex;gap:1em;flex-wrap:wrap;align-items:center}
+.doc{display:inline-block;margin:0 .3em .1em 0;font-size:.85em;white-space:nowrap}
+.g0{color:#6e7781}.g1{color:#9a6700}.g2{color:#0969da}.g3{color:#1a7f37;font-weight:bold}
+.uj{color:#cf222e;font-style:italic}.up{color:#1a7f37}.down{color:#cf222e}
 """
 
 
@@ -203,6 +211,7 @@ def html(report: Mapping[str, Any]) -> str:
         extra = [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
         if extra:
             parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in extra) + "</ul>")
+    parts.append(query_table(report))
     failing = [(q, d) for q, d in report["queries"].items() if d["failures"]]
     parts.append(f"<h2>Failing queries ({len(failing)})</h2>")
     for qid, d in failing:

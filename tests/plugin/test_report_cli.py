@@ -52,3 +52,23 @@ def test_baseline_verify_statuses(tmp_path: object, capsys: pytest.CaptureFixtur
     assert main(["baseline-verify", "--baseline", str(path)]) == 0
     assert "[unverified]" in capsys.readouterr().out
     assert main(["baseline-verify", "--baseline", str(path), "--strict"]) == 1
+
+
+def test_report_carries_grades_and_the_html_lists_every_query(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plugin_helpers import JUDGMENTS, read_report
+
+    make_project(pytester)
+    monkeypatch.setenv("SEARCHEVAL_FAKE", "stuff")  # q3 answered with d2, which nobody judged
+    pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
+    report = read_report(pytester)
+    judged = {(q, d): g for q, d, g in JUDGMENTS}
+    for qid, entry in report["queries"].items():
+        for data in entry["profiles"].values():
+            assert data["grades"] == [judged.get((qid, d)) for d in data["ids"]]
+    assert report["queries"]["q3"]["profiles"]["hybrid"]["grades"] == [None]
+    page = (pytester.path / "searcheval-report" / "report.html").read_text()
+    table = page.split("<table id='queries'", 1)[1].split("</table>", 1)[0]
+    assert [f"data-q='{q}'" in table for q in ("q1", "q2", "q3", "q4")] == [True] * 4
+    assert "(?)" in table
