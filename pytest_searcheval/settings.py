@@ -54,6 +54,7 @@ class SearchEvalConfig:
     timeout_s: float = 30.0
     baseline: Path = Path("baselines/baseline.json")
     report_dir: Path = Path("searcheval-report")
+    history: Path | None = Path("searcheval-report/history.jsonl")
     url: str | None = None
     dsn: str | None = None
     update_baseline: bool = False
@@ -96,6 +97,12 @@ OPTIONS: tuple[_Option, ...] = (
     _Option("timeout", "float", "seconds before a search counts as failed (default: 30)", float),
     _Option("baseline", "string", "baseline file (default: baselines/baseline.json)"),
     _Option("report_dir", "string", "report directory (default: searcheval-report)"),
+    _Option(
+        "history",
+        "string",
+        "append a line per full run to this file, plotted in the HTML report "
+        "(default: <report_dir>/history.jsonl; 'off' keeps none)",
+    ),
     _Option("url", "string", "evaluate this HTTP service (base URL or template with {query})"),
     _Option("dsn", "string", "PostgreSQL DSN for the reference engine (default: embedded)"),
     _Option("baseline_tag", "string", "git tag written into an updated baseline"),
@@ -285,6 +292,11 @@ def build(config: pytest.Config) -> SearchEvalConfig:
     url_value, _ = _raw(config, "url")
     dsn_value, _ = _raw(config, "dsn")
     tag_value, _ = _raw(config, "baseline_tag")
+    report_dir = path("report_dir", Path("searcheval-report"))
+    history_value, _ = _raw(config, "history")
+    history: Path | None = path("history", report_dir / "history.jsonl")
+    if history_value is not None and str(history_value).strip().lower() in ("", "off"):
+        history = None
     return SearchEvalConfig(
         enabled=enabled or update,
         collection=collection,
@@ -299,7 +311,8 @@ def build(config: pytest.Config) -> SearchEvalConfig:
         limit=limit,
         timeout_s=float(_typed(config, "timeout", float, 30.0)),
         baseline=path("baseline", Path("baselines/baseline.json")),
-        report_dir=path("report_dir", Path("searcheval-report")),
+        report_dir=report_dir,
+        history=history,
         url=str(url_value) if url_value is not None else None,
         dsn=str(dsn_value) if dsn_value is not None else None,
         update_baseline=update,

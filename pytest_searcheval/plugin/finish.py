@@ -91,13 +91,22 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
     }
     outcome.failed = not report["gate"]["passed"]
 
+    from pytest_searcheval.report import history
     from pytest_searcheval.report.html import html
 
+    hist = None
+    appended = False
+    if cfg.history is not None:
+        if report["run"]["complete"]:  # a partial run's means describe a subset: not a trend
+            git = history.git_commit(session.config.rootpath)
+            history.append(cfg.history, history.entry(report, git=git))
+            appended = True
+        hist = history.read(cfg.history)
     out_dir = cfg.report_dir
     for name, text in (
         ("report.json", to_json(report)),
         ("report.md", markdown(report)),
-        ("report.html", html(report)),
+        ("report.html", html(report, hist)),
     ):
         write_atomic(out_dir / name, text)
         written.append(out_dir / name)
@@ -107,6 +116,8 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
             handle.write(markdown(report))
     outcome.lines = terminal_lines(report)
     outcome.lines += [f"searcheval: wrote {_show(p, session)}" for p in written]
+    if appended and cfg.history is not None:
+        outcome.lines.append(f"searcheval: appended this run to {_show(cfg.history, session)}")
     if summary:
         outcome.lines.append(f"searcheval: appended the summary to {summary}")
     return outcome
