@@ -31,12 +31,21 @@ class Catalog:
         self.priors: dict[str, float] = {}
         self.df_cache: dict[str, int] = {}
         self.filter_cache: dict[FilterKey, frozenset[str]] = {}
+        #: every indexed id in order (what ``Engine.list_resources`` pages through), until a write
+        self.sorted_ids: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.docs)
 
     def live(self) -> list[Document]:
         return [d for i, d in self.docs.items() if i not in self.tombstones]
+
+    def ordered_live(self) -> list[str]:
+        """The live ids in id order (memoised until the next write; tombstones applied now)."""
+        if self.sorted_ids is None:
+            self.sorted_ids = sorted(self.docs)
+        gone = self.tombstones
+        return [i for i in self.sorted_ids if i not in gone] if gone else list(self.sorted_ids)
 
     def add(self, docs: Iterable[Document]) -> None:
         """Record ``docs`` as indexed (an upsert revives a tombstoned id); call :meth:`refresh`
@@ -51,6 +60,7 @@ class Catalog:
         or options ends here (a delete changes neither: tombstones are applied separately)."""
         self.df_cache = {}
         self.filter_cache = {}
+        self.sorted_ids = None
         top = fusion.max_settlements([d.sidecar for d in self.docs.values()])
         self.priors = {i: fusion.prior_signal(d.sidecar, top) for i, d in self.docs.items()}
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_searcheval.collection.model import Asset, Collection, Document
 from pytest_searcheval.engine import calibrate as calibration
-from pytest_searcheval.engine import dense, documents, search, threshold
+from pytest_searcheval.engine import dense, documents, restrict, search, threshold, x402
 from pytest_searcheval.engine.catalog import Catalog
 from pytest_searcheval.engine.documents import (
     INDEX_TABLES,
@@ -436,6 +436,32 @@ class Engine:
             extract=extract,
             apply_threshold=apply_threshold,
         )
+
+    def list_resources(
+        self, *, filters: Mapping[str, Any] | None = None, limit: int = 100, offset: int = 0
+    ) -> dict[str, Any]:
+        """The ``/discovery/resources`` page: live listings that satisfy ``filters``, in id
+        order, ``limit`` of them from ``offset``: ``{"total", "items": [{"id", "resource"}]}``.
+        Raises ``x402.FilterError`` for an invalid filter value."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit: expected a positive integer, got {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset: expected a non-negative integer, got {offset!r}")
+        ids = self.catalog.ordered_live()
+        applied = x402.parse_filters(filters, self.assets)
+        if applied:
+            allowed = restrict.satisfying(
+                applied, ids, schema=self.schema, catalog=self.catalog, exact=not self.hnsw
+            )
+            ids = [i for i in ids if i in allowed]
+        docs = self.catalog.docs
+        return {
+            "total": len(ids),
+            "items": [
+                {"id": i, "resource": documents.resource_body(docs[i])}
+                for i in ids[offset : offset + limit]
+            ],
+        }
 
     def search_uncut(self, text: str, *, profile: str, limit: int = 10) -> dict[str, Any]:
         """See :func:`engine.calibrate.search_uncut`."""
