@@ -178,7 +178,10 @@ class Engine:
             )
         dsn = server.server.dsn
         schema = IsolatedSchema(
-            dsn, params={"embedding_dim": embedder.dimensions}, pool_max=settings.pool_max
+            dsn,
+            params={"embedding_dim": embedder.dimensions},
+            pool_max=settings.pool_max,
+            on_connect=dense.register_vector,
         )
         schema.open()
         try:

@@ -44,7 +44,7 @@ from pytest_searcheval.engine import migrate as _migrate
 from pytest_searcheval.engine.db import vector_schema
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from types import TracebackType
 
     import psycopg
@@ -354,6 +354,7 @@ class IsolatedSchema:
         clean_stale: bool = True,
         stale_ttl_seconds: float = DEFAULT_STALE_TTL_SECONDS,
         heartbeat_seconds: float | None = DEFAULT_HEARTBEAT_SECONDS,
+        on_connect: Callable[[psycopg.Connection[Any]], None] | None = None,
     ) -> None:
         if not prefix or not prefix.replace("_", "").isalnum() or not prefix.islower():
             raise ValueError(
@@ -367,6 +368,8 @@ class IsolatedSchema:
         self.clean_stale = clean_stale
         self.stale_ttl_seconds = stale_ttl_seconds
         self.heartbeat_seconds = heartbeat_seconds
+        #: called on every pooled connection once its search_path is set (type adapters)
+        self.on_connect = on_connect
         self._beat_stop = threading.Event()
         self._beat_thread: threading.Thread | None = None
         self.run_id = secrets.token_hex(8)
@@ -516,6 +519,8 @@ class IsolatedSchema:
         def configure(conn: psycopg.Connection[Any]) -> None:
             # Every connection, including ones the pool opens later to replace broken ones.
             conn.execute(f"SET search_path TO {path}")
+            if self.on_connect is not None:
+                self.on_connect(conn)
             conn.commit()
             reported["value"] = conn.info.parameter_status("search_path")
 
