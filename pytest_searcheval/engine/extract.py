@@ -45,8 +45,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
-from pytest_searcheval.x402 import strkey
 from pytest_searcheval.engine.x402 import AssetLike, FilterError, parse_filters
+from pytest_searcheval.x402 import strkey
 
 __all__ = [
     "SCORED_FIELDS",

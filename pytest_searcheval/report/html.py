@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_searcheval.report import (
     CLASS_MEASURE,
-    TERMINAL_MEASURES,
+    shown_measures,
     _ci,
     _conformance_line,
     _extraction_line,
@@ -148,7 +148,7 @@ def html(report: Mapping[str, Any]) -> str:
     ledger_lines = _ledger_lines(report)
     if ledger_lines:
         parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in ledger_lines) + "</ul>")
-    measures = [m for m in TERMINAL_MEASURES if m in run["measures"]]
+    measures = shown_measures(run["measures"])
     parts.append("<h2>Profiles</h2><table><tr><th>profile</th>")
     parts += [f"<th>{_e(m)}</th>" for m in measures]
     parts.append("<th>no-result acc.</th><th>p95 ms</th><th>violations</th></tr>")
