@@ -356,6 +356,14 @@ class QueryItem(SearchEvalItem):
     ledger_kind = "queries"
     function = staticmethod(_query_test)
 
+    def passed_before(self) -> bool:
+        from pytest_searcheval.baseline.ledger import ledger
+
+        state = self.state
+        return baseline_query(state, self.key) is not None and self.key not in ledger(
+            state.baseline, "queries"
+        )
+
     def runtest(self) -> None:
         state = self.state
         target = cast(SearchTarget, self.funcargs["searcheval_target"])

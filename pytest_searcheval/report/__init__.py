@@ -644,6 +644,9 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append("")
         lines += inv
     for name, lat in report["latency_tests"].items():
+        if "not_measured" in lat:
+            lines.append(f"latency {name}: not measured: {lat['not_measured']}")
+            continue
         lines.append(
             f"latency {name}: p50 {lat['p50_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms, "
             f"p99 {lat['p99_ms']:.2f} ms over {lat['n']} requests"

@@ -47,7 +47,11 @@ def _png(fig: Any) -> str:
 
 
 def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    import matplotlib
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        # The core install has no plotting library; the tables say everything the plots do.
+        return []
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -110,7 +114,8 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         if lat:
             series.append((p, lat))
     for name, test in report.get("latency_tests", {}).items():
-        series.append((f"{name} (latency test)", list(test.get("samples_ms", []))))
+        if test.get("samples_ms"):
+            series.append((f"{name} (latency test)", list(test["samples_ms"])))
     if series:
         fig, ax = plt.subplots(figsize=(8, 3.2))
         ax.boxplot([s for _, s in series], orientation="horizontal", whis=(1, 99), showfliers=False)
