@@ -126,7 +126,7 @@ def engine_runs(collection: Collection, queries: Mapping[str, str], depth: int) 
         with Engine.start(coll, settings=settings) as engine:
             run: Run = {}
             for qid, text in queries.items():
-                body = engine._search(
+                body = engine.search(
                     text,
                     profile="lexical",
                     limit=depth,

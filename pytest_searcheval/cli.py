@@ -1,11 +1,14 @@
-"""``searcheval`` command: re-render a saved report, verify a baseline against its git tag.
+"""``searcheval`` command: re-render a saved report, compare two reports, verify a baseline.
 
     searcheval report --json searcheval-report/report.json [--format terminal|markdown|html]
-                      [--out FILE]
+                      [--out FILE] [--history searcheval-report/history.jsonl]
+    searcheval compare A.json B.json [--profile P] [--profile-b Q] [--measures M,...]
+                      [--mover-measure M] [--movers N] [--out FILE] [--fail-if-worse ALPHA]
     searcheval baseline-verify [--baseline baselines/baseline.json] [--strict]
 
-Exit status: 0 ok, 1 the baseline failed verification (or is unverified with --strict),
-2 bad input (the message names the file and what was expected).
+Exit status: 0 ok, 1 the baseline failed verification (or is unverified with --strict) or B
+is significantly worse than A (compare --fail-if-worse), 2 bad input (the message names the
+file and what was expected).
 """
 
 from __future__ import annotations
@@ -33,30 +36,43 @@ def _load_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _report(args: argparse.Namespace) -> int:
-    path = Path(args.json)
+def _load_report(path: Path) -> dict[str, Any]:
     data = _load_json(path, "report")
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
-        print(
-            f"searcheval: {path}: field schema_version: expected {SCHEMA_VERSION}, got {version!r}",
-            file=sys.stderr,
+        raise SystemExit(
+            f"searcheval: {path}: field schema_version: expected {SCHEMA_VERSION}, got {version!r}"
         )
-        return 2
+    return data
+
+
+def _report(args: argparse.Namespace) -> int:
+    data = _load_report(Path(args.json))
     if args.format == "terminal":
         text = "\n".join(terminal_lines(data)) + "\n"
     elif args.format == "markdown":
         text = markdown(data)
     else:
+        from pytest_searcheval.report import history
         from pytest_searcheval.report.html import html
 
-        text = html(data)
+        text = html(data, history.read(Path(args.history)) if args.history else None)
     if args.out:
         write_atomic(Path(args.out), text)
         print(f"searcheval: wrote {args.out}")
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -69,17 +85,72 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from pytest_searcheval.compare import CompareError, compare, lines, worse
+
+    a, b = _load_report(Path(args.a)), _load_report(Path(args.b))
+    measures = [m.strip() for m in args.measures.split(",") if m.strip()] if args.measures else None
+    try:
+        result = compare(
+            a,
+            b,
+            profile_a=args.profile,
+            profile_b=args.profile_b,
+            measures=measures,
+            mover_measure=args.mover_measure,
+            movers=args.movers,
+            permutations=args.permutations,
+        )
+    except CompareError as exc:
+        raise SystemExit(f"searcheval compare: {exc}") from None
+    print("\n".join(lines(result, name_a=args.a, name_b=args.b)))
+    if args.out:
+        write_atomic(Path(args.out), json.dumps(result.as_dict(), indent=1) + "\n")
+        print(f"searcheval: wrote {args.out}")
+    if args.fail_if_worse is not None:
+        bad = worse(result, args.fail_if_worse)
+        if bad:
+            names = ", ".join(
+                f"{m.measure} {m.mean_diff:+.4f} (p_holm {m.p_holm:.4f})" for m in bad
+            )
+            print(f"searcheval compare: B is worse than A at alpha {args.fail_if_worse}: {names}")
+            return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="searcheval",
-        description="re-render a saved report; verify a baseline against its git tag",
+        description="re-render a saved report; compare two reports; verify a baseline",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="render a saved report.json")
     rep.add_argument("--json", required=True, help="report.json written by pytest --search-eval")
     rep.add_argument("--format", choices=("terminal", "markdown", "html"), default="terminal")
     rep.add_argument("--out", help="write to this file (atomically) instead of stdout")
+    rep.add_argument("--history", help="history.jsonl to plot as a trend (html format)")
     rep.set_defaults(func=_report)
+    cmp = sub.add_parser(
+        "compare", help="paired per-query comparison of two saved reports (B against A)"
+    )
+    cmp.add_argument("a", help="report.json of the reference run (A)")
+    cmp.add_argument("b", help="report.json of the run compared with it (B)")
+    cmp.add_argument("--profile", help="profile of A (and of B); default: B's gated profile")
+    cmp.add_argument("--profile-b", help="profile of B when it differs from A's")
+    cmp.add_argument("--measures", help="comma-separated measures (default: every shared one)")
+    cmp.add_argument(
+        "--mover-measure", help="measure of the biggest movers (default: B's query_measure)"
+    )
+    cmp.add_argument("--movers", type=_positive, default=10, help="movers shown each way (10)")
+    cmp.add_argument("--permutations", type=_positive, help="default: B's report setting")
+    cmp.add_argument("--out", help="also write the comparison as JSON to this file")
+    cmp.add_argument(
+        "--fail-if-worse",
+        type=float,
+        metavar="ALPHA",
+        help="exit 1 when B is below A on a measure with Holm-corrected p <= ALPHA",
+    )
+    cmp.set_defaults(func=_compare)
     ver = sub.add_parser("baseline-verify", help="compare the baseline with its git tag's copy")
     ver.add_argument("--baseline", default="baselines/baseline.json")
     ver.add_argument("--strict", action="store_true", help="unverified (no git/tag) fails too")

@@ -140,6 +140,10 @@ class SearchEvalConfig:
     timeout: float = setting(30.0, "seconds before a search counts as failed", check=_non_negative)
     baseline: Path = setting(Path("baselines/baseline.json"), "baseline file")
     report_dir: Path = setting(Path("searcheval-report"), "report directory")
+    history: str = setting(
+        "", "append a line per full run to this file, plotted in the HTML report "
+        "(default: <report_dir>/history.jsonl; off keeps none)"
+    )
     dsn: str | None = setting(None, "PostgreSQL DSN for the reference engine (default: embedded)")
     baseline_tag: str | None = setting(None, "git tag written into an updated baseline")
     strict_baseline: bool = setting(
@@ -161,6 +165,10 @@ class SearchEvalConfig:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     # --- derived ---------------------------------------------------------------------------
+
+    @property
+    def history_path(self) -> Path | None:
+        return self.history  # type: ignore[return-value]
 
     @property
     def timeout_s(self) -> float:
@@ -369,6 +377,12 @@ def build(config: pytest.Config) -> SearchEvalConfig:
             values[key] = _absolute(root, values[key])
     values.setdefault("baseline", root / "baselines" / "baseline.json")
     values.setdefault("report_dir", root / "searcheval-report")
+    history = str(values.get("history", "")).strip()
+    values["history"] = (
+        None
+        if history.lower() == "off"
+        else _absolute(root, Path(history)) if history else values["report_dir"] / "history.jsonl"
+    )
     if "run" in values:
         values["run"] = tuple(str(_absolute(root, Path(r))) for r in values["run"])
     _check_collection(values, sources, root)

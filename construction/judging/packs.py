@@ -8,6 +8,10 @@ written apart, for ``collect`` only.
 ``collect``: reads a judge's answer files (``handle<TAB>grade`` lines) and writes the judge's raw
 grades as ``query_id<TAB>doc_id<TAB>grade`` (qrels/raw/<judge>.tsv), refusing missing, duplicate or
 out-of-scale answers.
+
+``--pool`` and ``--queries`` make packs for another pooled query set (an outside set); ``make``
+copies the rubric and the answer instructions into the pack directory, so the directory is all
+a judge is given. The key belongs outside that directory.
 """
 
 from __future__ import annotations
@@ -66,10 +70,30 @@ def card(record: dict[str, Any], assets: dict[str, dict[str, Any]]) -> str:
     return "\n".join("    " + line for line in lines)
 
 
+INSTRUCTIONS = """# Judging packs for judge {judge}
+
+Grade every listing under every query of every `pack-NN.md` in this directory by the rubric in
+`rubric.md`. Judge each listing on its own: the order means nothing, and nothing here says how
+a listing came to be shown.
+
+Answer in `answers/pack-NN.tsv` (one file per pack, any number of files is fine), one line per
+listing: its handle, a space or tab, and the grade 0-3. Lines starting with `#` are ignored.
+
+    3f9a01bc 2
+    77e0d4a1 0
+
+Every handle must be graded exactly once; {pairs} handles in {packs} packs.
+"""
+
+
 def make(args: argparse.Namespace) -> None:
     root: Path = args.root
-    pool = json.loads((root / "construction/judging/pool.json").read_text())["pool"]
-    queries = {q["id"]: q for q in yaml.safe_load((root / "qrels/queries.yaml").read_text())}
+    pool_path: Path = args.pool or root / "construction/judging/pool.json"
+    queries_path: Path = args.queries or root / "qrels/queries.yaml"
+    pool = json.loads(pool_path.read_text(encoding="utf-8"))["pool"]
+    queries = {q["id"]: q for q in yaml.safe_load(queries_path.read_text(encoding="utf-8"))}
+    if args.key.resolve().is_relative_to(args.out.resolve()):
+        sys.exit(f"--key {args.key} is inside --out {args.out}: the judge would see the key")
     docs = load_corpus(root)
     assets = _assets(root)
     seed = int(hashlib.sha256(args.judge.encode()).hexdigest()[:8], 16)
@@ -102,6 +126,12 @@ def make(args: argparse.Namespace) -> None:
                 key[handle] = [qid, doc_id]
                 parts.append(f"- `{handle}`\n{card(docs[doc_id], assets)}\n")
         (out / f"pack-{n:02d}.md").write_text("".join(parts), encoding="utf-8")
+    (out / "rubric.md").write_text(RUBRIC.read_text(encoding="utf-8"), encoding="utf-8")
+    (out / "README.md").write_text(
+        INSTRUCTIONS.format(judge=args.judge, pairs=len(key), packs=len(batches)),
+        encoding="utf-8",
+    )
+    (out / "answers").mkdir(exist_ok=True)
     args.key.parent.mkdir(parents=True, exist_ok=True)
     args.key.write_text(json.dumps(key, indent=0, sort_keys=True))
     print(f"{len(batches)} packs, {len(key)} pairs -> {out}")
@@ -145,6 +175,8 @@ def main() -> None:
     m.add_argument("--out", type=Path, required=True)
     m.add_argument("--key", type=Path, required=True)
     m.add_argument("--pairs-per-pack", type=int, default=250)
+    m.add_argument("--pool", type=Path, help="default: ROOT/construction/judging/pool.json")
+    m.add_argument("--queries", type=Path, help="default: ROOT/qrels/queries.yaml")
     m.set_defaults(func=make)
     c = sub.add_parser("collect")
     c.add_argument("--key", type=Path, required=True)

@@ -10,8 +10,19 @@ Systems (top ``--depth`` of each, default 10):
   capability     every listing whose sidecar capability is one the query was written for
                  (construction/judging/intents.yaml, labelled from the taxonomy and the query
                  text alone).
+  writer-target      with ``--writers``: the listing an outside query's writer had in mind
+                     (their ``target``), a hint to pool, not a judgment.
+  writer-capability  with ``--writers``: every listing of the capability the writer named as
+                     the query's neighbour or home (``near_capability``).
 
-Writes construction/judging/pool.json: {"recipe": ..., "pool": {qid: {doc_id: [systems]}}}.
+By default pools the shipped queries (qrels/queries.yaml) into construction/judging/pool.json;
+``--queries`` and ``--out`` pool another query file against the same corpus, e.g. an outside set:
+
+    python construction/judging/pool.py --queries outside/dev/qrels/queries.yaml \
+        --writers outside/writers/w1.yaml outside/writers/w2.yaml \
+        --no-intents --out outside/dev/qrels/pool.json
+
+Writes {"recipe": ..., "pool": {qid: {doc_id: [systems]}}}.
 """
 
 from __future__ import annotations
@@ -116,7 +127,7 @@ def engine_ranks(
                 continue
             for qid, text in queries.items():
                 # pooling wants every candidate: no constraint extraction, no no-result cut
-                body = engine._search(
+                body = engine.search(
                     text,
                     profile=profile,
                     limit=depth,
@@ -128,19 +139,69 @@ def engine_ranks(
     return out
 
 
+def writer_hints(
+    paths: list[Path], queries: dict[str, str], docs: dict[str, dict[str, Any]]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """qid -> target listing and qid -> near capability, from outside writers' files.
+
+    Every hint must name a pooled query (with the same text) and, for a target, a corpus listing:
+    a hint that points nowhere is an error, not a silently smaller pool.
+    """
+    targets: dict[str, str] = {}
+    capabilities: dict[str, str] = {}
+    problems: list[str] = []
+    for path in paths:
+        for i, entry in enumerate(yaml.safe_load(path.read_text(encoding="utf-8")) or []):
+            qid = entry.get("id")
+            where = f"{path}: entry {i + 1} ({qid})"
+            if qid not in queries:
+                problems.append(f"{where}: not in the pooled queries")
+                continue
+            if entry.get("text") != queries[qid]:
+                problems.append(f"{where}: text differs from the pooled query's")
+            target = entry.get("target")
+            if target is not None:
+                if target not in docs:
+                    problems.append(f"{where} [target]: {target!r} is not a corpus listing")
+                else:
+                    targets[qid] = target
+            if entry.get("near_capability"):
+                capabilities[qid] = str(entry["near_capability"])
+    if problems:
+        sys.exit("\n".join(problems))
+    return targets, capabilities
+
+
+def _shown(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--root", type=Path, default=ROOT)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--root", type=Path, default=ROOT, help="repository (the corpus)")
     parser.add_argument("--depth", type=int, default=10)
     parser.add_argument("--no-engine", action="store_true")
+    parser.add_argument("--queries", type=Path, help="default: ROOT/qrels/queries.yaml")
+    parser.add_argument("--out", type=Path, help="default: ROOT/construction/judging/pool.json")
+    parser.add_argument(
+        "--no-intents", action="store_true", help="no capability system from intents.yaml"
+    )
+    parser.add_argument(
+        "--writers", type=Path, nargs="*", default=[], help="outside writers' query files"
+    )
     args = parser.parse_args()
     root: Path = args.root
     docs = load_corpus(root)
     ids = list(docs)
     texts = [doc_text(docs[i]) for i in ids]
-    queries = {
-        q["id"]: q["text"] for q in yaml.safe_load((root / "qrels/queries.yaml").read_text())
-    }
+    qpath: Path = args.queries or root / "qrels/queries.yaml"
+    queries = {q["id"]: q["text"] for q in yaml.safe_load(qpath.read_text(encoding="utf-8"))}
+    targets, near = writer_hints(args.writers, queries, docs)
     qids = list(queries)
     qtexts = [queries[q] for q in qids]
     systems: dict[str, dict[str, list[str]]] = {}
@@ -154,7 +215,9 @@ def main() -> None:
     if not args.no_engine:
         systems.update(engine_ranks(root, queries, args.depth))
     intents_path = root / "construction/judging/intents.yaml"
-    intents = yaml.safe_load(intents_path.read_text()) if intents_path.exists() else {}
+    intents = {}
+    if not args.no_intents and intents_path.exists():
+        intents = yaml.safe_load(intents_path.read_text())
     by_capability: dict[str, list[str]] = defaultdict(list)
     for doc_id, record in docs.items():
         by_capability[(record.get("sidecar") or {}).get("capability", "")].append(doc_id)
@@ -167,17 +230,24 @@ def main() -> None:
         for capability in intents.get(qid) or []:
             for doc_id in by_capability.get(capability, []):
                 members[doc_id].append("capability")
+        if qid in targets:
+            members[targets[qid]].append("writer-target")
+        for doc_id in by_capability.get(near.get(qid, ""), []):
+            members[doc_id].append("writer-capability")
         pool[qid] = {d: sorted(set(s)) for d, s in sorted(members.items())}
     sizes = [len(p) for p in pool.values()]
+    hint_systems = (["writer-capability"] if near else []) + (["writer-target"] if targets else [])
     recipe = {
         "depth": args.depth,
-        "systems": sorted(systems) + (["capability"] if intents else []),
+        "queries_file": _shown(qpath, root),
+        "systems": sorted(systems) + (["capability"] if intents else []) + hint_systems,
         "queries": len(pool),
         "pairs": sum(sizes),
         "pool_size_min": min(sizes),
         "pool_size_max": max(sizes),
     }
-    out = root / "construction/judging/pool.json"
+    out: Path = args.out or root / "construction/judging/pool.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"recipe": recipe, "pool": pool}, indent=1, sort_keys=True) + "\n")
     print(json.dumps(recipe, indent=1))
 

@@ -15,7 +15,12 @@ they strictly decrease down the list; otherwise (ties after rounding) the run us
 query constraint extraction against the queries' hand-labelled constraints, per field (found,
 missed, wrong value, spurious), without starting a database.
 
-Exit status: 0 on success, 2 on a usage or input error (bad collection, bad DSN), 1 otherwise.
+``serve`` listens only once it can answer: the collection is indexed, the embedding model
+loaded and every usable profile has answered one warm-up search.
+
+Exit status: 0 on success, 2 on a usage or input error (bad collection, bad DSN), 1 otherwise;
+128 + N after signal N (SIGTERM, SIGINT, SIGHUP), once the schema is dropped and the embedded
+server stopped and removed.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import argparse
 import contextlib
 import itertools
 import os
+import signal
 import socket
 import sys
 import time
@@ -130,12 +136,30 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def serve(args: argparse.Namespace) -> int:
+class _Stop:
+    """The running HTTP server, if any, for the signal handler to stop; the signal it got."""
+
+    def __init__(self) -> None:
+        self.server: Any = None
+        self.signum: int | None = None
+
+    def on_signal(self, signum: int) -> bool:
+        if self.server is None:
+            return False  # not serving yet: raise, so that indexing unwinds
+        self.signum = signum
+        self.server.should_exit = True
+        return True
+
+
+def serve(args: argparse.Namespace, stop: _Stop | None = None) -> int:
     import secrets
 
     import uvicorn
 
     from pytest_searcheval.engine.app import create_app
+    from pytest_searcheval.engine.service import warm
+
+    _Server = _server_class()
 
     if not 0 <= args.port <= 65535:
         _say(f"error: --port: expected 0..65535, got {args.port}")
@@ -163,19 +187,46 @@ def serve(args: argparse.Namespace) -> int:
             f" (schema {facts.get('schema')}, PostgreSQL {facts.get('postgres')},"
             f" pgvector {facts.get('pgvector')})"
         )
+        for line in facts.get("reaped") or ():
+            _say(f"removed what a dead run left: {line}")
         unavailable = {p: r for p, r in engine.profiles().items() if r is not None}
         for profile, reason in unavailable.items():
             _say(f"profile {profile} unavailable: {reason}")
         if token is not None and not (args.token or os.environ.get(TOKEN_ENV)):
             _say(f"admin token: {token}")
         app = create_app(engine, admin_token=token)
+        warmed = warm(engine)
+        _say(f"warmed in {warmed:.1f} s (model loaded, every usable profile searched once)")
         port = sock.getsockname()[1]
         host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
+        server = _Server(
+            uvicorn.Config(app, log_level="info", lifespan="off", timeout_graceful_shutdown=10)
+        )
+        if stop is not None:
+            stop.server = server
+        # The socket listens only from here on: a client connecting earlier is refused, never
+        # kept waiting behind indexing and the model load.
         _say(f"serving on http://{host}:{port}/discovery/search (Ctrl-C stops)")
-        # Main thread: uvicorn handles SIGINT/SIGTERM and returns; the context drops the schema.
-        server = uvicorn.Server(uvicorn.Config(app, log_level="info", lifespan="off"))
         server.run(sockets=[sock])
+        if stop is not None:
+            stop.server = None
+    if stop is not None and stop.signum is not None:
+        _say(f"stopped by {signal.Signals(stop.signum).name}: cleaned up")
+        return 128 + stop.signum
     return 0
+
+
+def _server_class() -> type:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server without its own signal handling: uvicorn re-raises a captured SIGTERM
+        after shutdown, which would end the process before our cleanup; main() handles them."""
+
+        def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
+            return contextlib.nullcontext()
+
+    return Server
 
 
 def _run_rows(results: Sequence[Mapping[str, Any]]) -> dict[str, float] | list[str]:
@@ -237,22 +288,30 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from pytest_searcheval.collection.model import CollectionError
     from pytest_searcheval.engine.db import DatabaseError
+    from pytest_searcheval.engine.lifecycle import Stopped, stop_on_signals
 
     args = _parser().parse_args(argv)
-    try:
-        if args.command == "serve":
-            return serve(args)
-        if args.command == "extraction":
-            return extraction(args)
-        return run(args)
-    except CollectionError as exc:
-        _say(f"error: {exc}")
-        return 2
-    except DatabaseError as exc:
-        _say(f"error: {exc}")
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    stop = _Stop()
+    # SIGTERM, SIGINT and SIGHUP unwind every `with` below (schema dropped, PostgreSQL stopped,
+    # its directory removed) and end with status 128 + N; while uvicorn serves, they stop it.
+    with stop_on_signals(stop.on_signal, say=_say):
+        try:
+            if args.command == "serve":
+                return serve(args, stop)
+            if args.command == "extraction":
+                return extraction(args)
+            return run(args)
+        except CollectionError as exc:
+            _say(f"error: {exc}")
+            return 2
+        except DatabaseError as exc:
+            _say(f"error: {exc}")
+            return 2
+        except Stopped as exc:
+            _say(f"{exc}: cleaned up")
+            return exc.exit_status
+        except KeyboardInterrupt:
+            return 130
 
 
 if __name__ == "__main__":

@@ -2,7 +2,13 @@
 
 Routes:
 
-* ``GET /discovery/search?q=&profile=&limit=&extract=&<filters>`` -> the engine's response body
+* ``GET /discovery/search?query=&type=&payTo=&scheme=&network=&extensions=&limit=&cursor=`` and
+  ``GET /discovery/resources?type=&payTo=&scheme=&network=&extensions=&limit=&offset=``: x402
+  Bazaar discovery as the official SDK's client speaks it, with the engine's extra parameters
+  and fields (:mod:`pytest_searcheval.engine.bazaar`). A ``/discovery/search`` request that
+  carries the engine's own ``q`` parameter (and no ``query``) is redirected (308) to
+  ``/search``, where that parameter set now lives.
+* ``GET /search?q=&profile=&limit=&extract=&<filters>`` -> the engine's own response body
   (``query, profile, results[{id, score, resource}], filters{applied, extracted}, no_result,
   model, latency_ms``). Filter parameters are the shared vocabulary (``type, network, scheme,
   asset, recipient, max_price_usd, extension``).
@@ -32,11 +38,18 @@ from typing import Any, Protocol
 # At module level: FastAPI resolves the handlers' (string) annotations in these globals.
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from pytest_searcheval.engine.x402 import FILTER_KEYS, AssetLike, FilterError, parse_filters
+from pytest_searcheval.engine import bazaar
+from pytest_searcheval.engine.x402 import (
+    FILTER_KEYS,
+    AssetLike,
+    FilterError,
+    Filters,
+    parse_filters,
+)
 
 __all__ = ["MAX_BODY_BYTES", "MAX_LIMIT", "MAX_QUERY_CHARS", "SearchEngine", "create_app"]
 
@@ -44,6 +57,8 @@ MAX_QUERY_CHARS = 512
 MAX_LIMIT = 1000
 MAX_ID_CHARS = 256
 MAX_BODY_BYTES = 1_000_000
+MAX_OFFSET = 10**9
+LIST_LIMIT_DEFAULT = 100
 PROFILES_DEFAULT = "hybrid"
 SEARCH_PARAMS = ("q", "profile", "limit", "extract", *FILTER_KEYS)
 _TRUE = ("true", "1", "yes", "on")
@@ -66,6 +81,14 @@ class SearchEngine(Protocol):
         limit: int = ...,
         filters: Mapping[str, Any] | None = ...,
         extract: bool = ...,
+    ) -> dict[str, Any]: ...
+
+    def list_resources(
+        self,
+        *,
+        filters: Mapping[str, Any] | None = ...,
+        limit: int = ...,
+        offset: int = ...,
     ) -> dict[str, Any]: ...
 
     def profiles(self) -> Mapping[str, str | None]: ...
@@ -92,16 +115,18 @@ class ClientError(Exception):
         self.extra = dict(extra or {})
 
 
-def _single(params: Sequence[tuple[str, str]]) -> dict[str, str]:
+def _single(
+    params: Sequence[tuple[str, str]], allowed: Sequence[str] = SEARCH_PARAMS
+) -> dict[str, str]:
     """Query parameters as a dict; unknown, repeated or NUL-carrying ones are client errors."""
     out: dict[str, str] = {}
     for key, value in params:
-        if key not in SEARCH_PARAMS:
+        if key not in allowed:
             shown = key if len(key) <= 40 and "\x00" not in key else repr(key[:40])
             raise ClientError(
                 400,
                 shown,
-                f"unknown parameter {shown!r}: expected one of {', '.join(SEARCH_PARAMS)}",
+                f"unknown parameter {shown!r}: expected one of {', '.join(allowed)}",
             )
         if key in out:
             raise ClientError(400, key, f"parameter {key!r} given more than once")
@@ -111,9 +136,9 @@ def _single(params: Sequence[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-def _limit(raw: str | None) -> int:
+def _limit(raw: str | None, default: int = 10) -> int:
     if raw is None:
-        return 10
+        return default
     text = raw.strip()
     if not text.isascii() or not text.isdigit() or len(text) > 7:
         raise ClientError(
@@ -123,6 +148,17 @@ def _limit(raw: str | None) -> int:
     if not 1 <= value <= MAX_LIMIT:
         raise ClientError(400, "limit", f"expected an integer in [1, {MAX_LIMIT}], got {value}")
     return value
+
+
+def _offset(raw: str | None) -> int:
+    if raw is None:
+        return 0
+    text = raw.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 10 or int(text) >= MAX_OFFSET:
+        raise ClientError(
+            400, "offset", f"expected an integer in [0, {MAX_OFFSET}), got {raw[:20]!r}"
+        )
+    return int(text)
 
 
 def _flag(raw: str | None, name: str, default: bool) -> bool:
@@ -136,16 +172,29 @@ def _flag(raw: str | None, name: str, default: bool) -> bool:
     raise ClientError(400, name, f"expected true or false, got {raw[:20]!r}")
 
 
-def _query(raw: str | None, cap: int) -> str:
+def _query(raw: str | None, cap: int, name: str = "q") -> str:
     if raw is None:
-        raise ClientError(400, "q", "missing: the query text is required")
+        raise ClientError(400, name, "missing: the query text is required")
     if len(raw) > cap:
-        raise ClientError(400, "q", f"longer than {cap} characters ({len(raw)} given)")
+        raise ClientError(400, name, f"longer than {cap} characters ({len(raw)} given)")
     if not raw.strip():
-        raise ClientError(400, "q", "empty: the query text is required")
+        raise ClientError(400, name, "empty: the query text is required")
     if "\ufffd" in raw:
-        raise ClientError(400, "q", "not valid UTF-8 (percent-encoded bytes must decode)")
+        raise ClientError(400, name, "not valid UTF-8 (percent-encoded bytes must decode)")
     return raw
+
+
+def _discovery_filters(params: Mapping[str, str], assets: Sequence[AssetLike]) -> Filters:
+    """Filters from Bazaar parameters; an invalid value is reported under its parameter name."""
+    raw: dict[str, str] = {}
+    for name, value in params.items():
+        key = bazaar.filter_key(name)
+        if key is not None:
+            raw[key] = value
+    try:
+        return parse_filters(raw, assets)
+    except FilterError as exc:
+        raise ClientError(400, bazaar.filter_param(exc.field), exc.message) from None
 
 
 def _profile(raw: str | None, profiles: Mapping[str, str | None]) -> str:
@@ -220,24 +269,27 @@ def create_app(
         log.exception("unhandled error serving %s", request.url.path)
         return error(500, None, f"internal error ({type(exc).__name__})")
 
-    @app.get("/discovery/search")
-    def search(request: Request) -> JSONResponse:
-        params = _single(request.query_params.multi_items())
-        q = _query(params.get("q"), query_cap)
-        profile = _profile(params.get("profile"), engine.profiles())
-        limit = _limit(params.get("limit"))
-        extract = _flag(params.get("extract"), "extract", True)
-        filters = parse_filters({k: params[k] for k in FILTER_KEYS if k in params}, engine.assets)
+    def run_search(
+        q: str,
+        *,
+        profile: str,
+        limit: int,
+        filters: Filters,
+        extract: bool,
+        name: Mapping[str, str],
+    ) -> dict[str, Any]:
+        """The engine's answer; its errors become client errors under the parameter ``name``
+        gives each field of the engine's (``q`` -> ``query`` on the Bazaar route)."""
         try:
-            body = engine.search(
+            return engine.search(
                 q, profile=profile, limit=limit, filters=filters.to_dict(), extract=extract
             )
-        except FilterError:
-            raise
+        except FilterError as exc:
+            raise ClientError(400, name.get(exc.field, exc.field), exc.message) from None
         except ValueError as exc:
             field, _, message = str(exc).partition(": ")
-            if field in SEARCH_PARAMS and message:
-                raise ClientError(400, field, message) from None
+            if field in name and message:
+                raise ClientError(400, name[field], message) from None
             raise ClientError(400, None, str(exc)) from None
         except RuntimeError as exc:
             if type(exc).__name__ == "ProfileUnavailable":
@@ -245,7 +297,102 @@ def create_app(
                     503, "profile", str(exc), {"profile": profile, "reason": str(exc)}
                 ) from None
             raise
+
+    native_names = {p: p for p in SEARCH_PARAMS}
+    bazaar_names = {
+        "q": "query",
+        "profile": "profile",
+        "limit": "limit",
+        "extract": "extract",
+        **{k: bazaar.filter_param(k) for k in FILTER_KEYS},
+    }
+
+    @app.get("/search")
+    def search(request: Request) -> JSONResponse:
+        params = _single(request.query_params.multi_items())
+        q = _query(params.get("q"), query_cap)
+        profile = _profile(params.get("profile"), engine.profiles())
+        limit = _limit(params.get("limit"))
+        extract = _flag(params.get("extract"), "extract", True)
+        filters = parse_filters({k: params[k] for k in FILTER_KEYS if k in params}, engine.assets)
+        body = run_search(
+            q, profile=profile, limit=limit, filters=filters, extract=extract, name=native_names
+        )
         return JSONResponse(body)
+
+    @app.get("/discovery/search")
+    def discovery_search(request: Request) -> Response:
+        pairs = request.query_params.multi_items()
+        names = {k for k, _ in pairs}
+        if "q" in names and "query" not in names:
+            # The engine's own parameter set moved to /search; clients of it are sent there.
+            query_string = request.url.query
+            return RedirectResponse(
+                "/search" + (f"?{query_string}" if query_string else ""), status_code=308
+            )
+        params = _single(pairs, bazaar.SEARCH_PARAMS)
+        query = _query(params.get("query"), query_cap, "query")
+        profile = _profile(params.get("profile"), engine.profiles())
+        limit = _limit(params.get("limit"))
+        extract = _flag(params.get("extract"), "extract", True)
+        filters = _discovery_filters(params, engine.assets)
+        search_id = bazaar.fingerprint(query, profile, filters.to_dict(), extract)
+        offset = 0
+        if "cursor" in params:
+            try:
+                offset = bazaar.decode_cursor(params["cursor"], search_id, MAX_LIMIT - 1)
+            except bazaar.CursorError as exc:
+                raise ClientError(400, "cursor", str(exc)) from None
+        # One result past the page says whether a next page exists.
+        wanted = min(offset + limit + 1, MAX_LIMIT)
+        body = run_search(
+            query,
+            profile=profile,
+            limit=wanted,
+            filters=filters,
+            extract=extract,
+            name=bazaar_names,
+        )
+        page = bazaar.cut_page(body.get("results", []), offset, limit, MAX_LIMIT, search_id)
+        out: dict[str, Any] = {
+            "x402Version": bazaar.X402_VERSION,
+            "resources": [
+                bazaar.discovery_item(
+                    str(row["id"]),
+                    row.get("resource"),
+                    score=row.get("score"),
+                    **({"explanation": row["explanation"]} if "explanation" in row else {}),
+                )
+                for row in page.rows
+            ],
+            "partialResults": page.partial,
+            "pagination": {"limit": limit, "cursor": page.cursor},
+        }
+        for key in bazaar.SEARCH_EXTRA_FIELDS:
+            if key in body:
+                out[key] = body[key]
+        return JSONResponse(out)
+
+    @app.get("/discovery/resources")
+    def discovery_resources(request: Request) -> JSONResponse:
+        params = _single(request.query_params.multi_items(), bazaar.LIST_PARAMS)
+        limit = _limit(params.get("limit"), LIST_LIMIT_DEFAULT)
+        offset = _offset(params.get("offset"))
+        filters = _discovery_filters(params, engine.assets)
+        try:
+            page = engine.list_resources(filters=filters.to_dict(), limit=limit, offset=offset)
+        except FilterError as exc:
+            raise ClientError(400, bazaar.filter_param(exc.field), exc.message) from None
+        return JSONResponse(
+            {
+                "x402Version": bazaar.X402_VERSION,
+                "items": [
+                    bazaar.discovery_item(str(row["id"]), row.get("resource"))
+                    for row in page["items"]
+                ],
+                "pagination": {"limit": limit, "offset": offset, "total": page["total"]},
+            }
+        )
 
     @app.get("/healthz")
     def healthz() -> JSONResponse:

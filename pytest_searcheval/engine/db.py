@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import tempfile
 import time
 import warnings
@@ -57,6 +58,8 @@ class EmbeddedServer:
     startup_seconds: float
     cluster_from_cache: bool
     _server: Any = field(repr=False)
+    #: what the start removed of dead runs (engine/lifecycle.py), one line each
+    reaped: list[str] = field(default_factory=list)
     _tmpdir: Path | None = field(default=None, repr=False)
     _stopped: bool = field(default=False, repr=False)
 
@@ -148,6 +151,22 @@ def _template_dir(server: Any) -> Path | None:
     return root / f"{key}-uid{os.geteuid()}"
 
 
+_STAGING_HOST = socket.gethostname().replace(".", "_")
+
+
+def _remove_dead_staging(template: Path) -> None:
+    """Staging copies of the initdb cache that a killed run left (named after host and pid)."""
+    import psutil
+
+    prefix = f".{template.name}.{_STAGING_HOST}."
+    with contextlib.suppress(OSError):
+        for path in template.parent.iterdir():
+            pid = path.name[len(prefix) : -len(".tmp")]
+            ours = path.name.startswith(prefix) and path.name.endswith(".tmp") and pid.isdigit()
+            if ours and not psutil.pid_exists(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
+
+
 def _valid_cluster(path: Path) -> bool:
     return (path / "PG_VERSION").is_file() and (path / "global" / "pg_control").is_file()
 
@@ -205,7 +224,8 @@ def _prepare_throwaway_cluster(server: Any, pgdata: Path) -> bool:
         if template is not None:
             with contextlib.suppress(OSError):
                 template.parent.mkdir(parents=True, exist_ok=True)
-                staging = template.parent / f".{template.name}.{os.getpid()}.tmp"
+                _remove_dead_staging(template)
+                staging = template.parent / f".{template.name}.{_STAGING_HOST}.{os.getpid()}.tmp"
                 shutil.copytree(pgdata, staging, symlinks=True)
                 try:
                     staging.rename(template)  # atomic; loses the race harmlessly
@@ -231,11 +251,17 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
     by each new pytest session, so do not put a root-run cluster there).
     The pgvector extension is created in ``public`` of the ``postgres`` database.
     """
+    from pytest_searcheval.engine import lifecycle
+
     get_server = _pgserver_get_server()
 
     tmpdir: Path | None = None
+    reaped: list[str] = []
     if data_dir is None:
-        tmpdir = Path(tempfile.mkdtemp(prefix="searcheval-pg-"))
+        # What SIGKILLed runs left (a running postgres and ~75 MB each) goes before we add ours.
+        reaped = lifecycle.reap_dead_servers()
+        tmpdir = Path(tempfile.mkdtemp(prefix=lifecycle.SERVER_DIR_PREFIX))
+        lifecycle.write_owner(tmpdir)
         pgdata = tmpdir / "pgdata"
     else:
         pgdata = Path(data_dir)
@@ -266,6 +292,7 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
         cluster_from_cache=cached,
         _server=server,
         _tmpdir=tmpdir,
+        reaped=reaped,
     )
     try:
         import psycopg

@@ -43,6 +43,22 @@ def vector_literal(vec: Vector | Sequence[float]) -> str:
     return "[" + ",".join(f"{float(x):.7g}" for x in vec) + "]"
 
 
+def stored_unit_vectors(conn: Connection[Any], ids: Sequence[str]) -> dict[str, Any]:
+    """The stored embeddings of ``ids``, L2-normalised as float64 (zero vectors left out)."""
+    import json
+
+    rows = conn.execute(
+        "SELECT doc_id, embedding::text FROM embeddings WHERE doc_id = ANY(%s)", (list(ids),)
+    ).fetchall()
+    out: dict[str, Any] = {}
+    for doc_id, text in rows:
+        vec = np.asarray(json.loads(text), dtype=np.float64)
+        norm = float(np.linalg.norm(vec))
+        if norm > 0:
+            out[str(doc_id)] = vec / norm
+    return out
+
+
 def has_hnsw(conn: Connection[Any]) -> bool:
     row = conn.execute(
         "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = %s",

@@ -5,18 +5,23 @@ network). Vectors are L2-normalised float32, so cosine similarity is a dot produ
 
 Cache: one SQLite file ``embeddings.sqlite`` under the cache directory (``SEARCHEVAL_CACHE_DIR``
 or ``.searcheval-cache/`` in the working directory). Key = (model id, revision, sha256 of the
-UTF-8 text); value = raw little-endian float32 bytes. The revision is the sha256 of the weights
-file; hashing 90 MB takes ~0.2 s, so the digest itself is cached under (path, size, mtime_ns).
-``sentence_transformers`` (and therefore torch) is imported only when a text misses the cache.
+UTF-8 text); value = raw little-endian float32 bytes and a checksum over key and bytes, verified
+on every read (a failing row is re-encoded, never used; see :class:`Embedder`). The revision is
+the sha256 of the weights file; hashing 90 MB takes ~0.2 s, so the digest itself is cached under
+(path, size, mtime_ns). ``sentence_transformers`` (and therefore torch) is imported only when a
+text misses the cache.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 import threading
+import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -56,10 +61,41 @@ class EmbeddingStats:
     cache_misses: int = 0
     failures: int = 0
     failed_keys: list[str] = field(default_factory=list)
+    #: cache rows that failed verification (re-encoded), and the first keys of them
+    rejected: int = 0
+    rejected_keys: list[str] = field(default_factory=list)
+
+
+class EmbeddingCacheWarning(UserWarning):
+    """The embedding cache could not be used as asked (unwritable, corrupt entries re-encoded)."""
+
+
+#: cache tables (``vectors`` without checksums belonged to earlier versions and is never read)
+_VECTORS_TABLE = "vectors_v2"
+
+
+def entry_checksum(model: str, revision: str, key: str, dim: int, blob: bytes) -> str:
+    """What a cache row must carry: a digest over its whole key and its bytes, so that a row
+    edited, truncated or moved to another key or model is detected."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (model, revision, key, str(dim)):
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\x00")
+    digest.update(blob)
+    return digest.hexdigest()
 
 
 class Embedder:
-    """Batched, cached encoder. Thread-safe; the model is loaded at the first cache miss."""
+    """Batched, cached encoder. Thread-safe; the model is loaded at the first cache miss.
+
+    Every cache row is verified before use (dimension, byte length, checksum over model,
+    revision, text hash, dimension and bytes, finite unit-length values); a row that fails is
+    re-encoded and counted in ``stats.rejected``, with an :class:`EmbeddingCacheWarning`.
+    ``cache_mode`` says how the cache is used: ``read-write``; ``read-only`` (the file or its
+    directory cannot be written: verified rows are used, misses are encoded and not stored); or
+    ``memory`` (no usable file: nothing is stored beyond this process). Any mode other than
+    ``read-write`` is announced with an :class:`EmbeddingCacheWarning` naming the path and why.
+    """
 
     def __init__(
         self,
@@ -70,6 +106,7 @@ class Embedder:
         batch_size: int = 64,
         memory_items: int = 4096,
         batch_threads: int | None = None,
+        read_only: bool = False,
     ) -> None:
         self.model_path = model_path if model_path is not None else default_model_path()
         self.model_id = model_id
@@ -77,7 +114,6 @@ class Embedder:
         self.batch_threads = batch_threads or max(1, min(4, os.cpu_count() or 1))
         self.small_batch = 8
         self.cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.stats = EmbeddingStats()
         self._lock = threading.Lock()
         self._model: Any = None
@@ -85,21 +121,114 @@ class Embedder:
         self._memory_items = memory_items
         #: False makes every call encode (benchmarks measure the uncached path); still writes.
         self.read_cache = True
-        self._db = sqlite3.connect(self.cache_dir / "embeddings.sqlite", check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # A lost cache row is recomputed, never wrong: trade durability for commit latency.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (model TEXT, revision TEXT, key TEXT, dim INTEGER,"
-            " vec BLOB, PRIMARY KEY (model, revision, key))"
+        self.cache_mode = "read-write"
+        self.cache_note: str | None = None
+        self._db = self._open_cache(read_only)
+        self.revision = self._revision()
+        self.dimensions = self._dimensions()
+
+    # -- the cache file -------------------------------------------------------------------
+
+    @property
+    def cache_path(self) -> Path:
+        return self.cache_dir / "embeddings.sqlite"
+
+    def _degrade(self, mode: str, why: str) -> None:
+        self.cache_mode = mode
+        what = (
+            "verified vectors are read from it; new ones are computed and not stored"
+            if mode == "read-only"
+            else "vectors are computed and not stored"
         )
-        self._db.execute(
+        self.cache_note = f"embedding cache {self.cache_path}: {why}; {what}"
+        warnings.warn(EmbeddingCacheWarning(self.cache_note), stacklevel=3)
+
+    def _open_cache(self, read_only: bool) -> sqlite3.Connection:
+        path = self.cache_path
+        if not read_only:
+            try:
+                self.cache_dir.mkdir(parents=True, exist_ok=True)
+                return self._open_read_write(path)
+            except sqlite3.DatabaseError as exc:
+                if "readonly" not in str(exc) and "unable to open" not in str(exc):
+                    return self._replace_corrupt(path, exc)
+                why = f"cannot be written ({exc})"
+            except OSError as exc:
+                why = f"cannot be written ({exc.strerror or exc})"
+        else:
+            why = "opened read-only as asked"
+        if path.is_file():
+            for uri in (f"file:{path}?mode=ro", f"file:{path}?immutable=1"):
+                try:
+                    db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                    db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                    self._degrade("read-only", why)
+                    return db
+                except sqlite3.DatabaseError:
+                    continue
+        self._degrade("memory", why if path.is_file() else f"{why}; no cache file to read")
+        return self._memory_db()
+
+    def _open_read_write(self, path: Path) -> sqlite3.Connection:
+        db = sqlite3.connect(path, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            # A lost cache row is recomputed, never wrong: trade durability for commit latency.
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._create_tables(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @staticmethod
+    def _create_tables(db: sqlite3.Connection) -> None:
+        db.execute(
+            f"CREATE TABLE IF NOT EXISTS {_VECTORS_TABLE} (model TEXT, revision TEXT, key TEXT,"
+            " dim INTEGER, vec BLOB, checksum TEXT, PRIMARY KEY (model, revision, key))"
+        )
+        db.execute(
             "CREATE TABLE IF NOT EXISTS revisions (path TEXT PRIMARY KEY, size INTEGER,"
             " mtime_ns INTEGER, sha256 TEXT)"
         )
-        self._db.commit()
-        self.revision = self._revision()
-        self.dimensions = self._dimensions()
+        db.commit()
+
+    def _memory_db(self) -> sqlite3.Connection:
+        db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._create_tables(db)
+        return db
+
+    def _replace_corrupt(self, path: Path, exc: Exception) -> sqlite3.Connection:
+        """A cache file that is not a usable database is moved aside (kept for inspection)."""
+        aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+        try:
+            for suffix in ("", "-wal", "-shm"):
+                src = path.with_name(path.name + suffix)
+                if src.exists():
+                    os.replace(src, aside.with_name(aside.name + suffix))
+            db = self._open_read_write(path)
+        except (OSError, sqlite3.DatabaseError) as again:
+            self._degrade("memory", f"is not a usable database ({exc}) and {again}")
+            return self._memory_db()
+        self.cache_note = (
+            f"embedding cache {path} was not a usable database ({exc}): moved to {aside.name},"
+            " started a new one"
+        )
+        warnings.warn(EmbeddingCacheWarning(self.cache_note), stacklevel=3)
+        return db
+
+    def _store(self, rows: list[tuple[str, str, str, int, bytes, str]]) -> None:
+        if not rows or self.cache_mode == "read-only":
+            return
+        try:
+            self._db.executemany(
+                f"INSERT OR REPLACE INTO {_VECTORS_TABLE} VALUES (?, ?, ?, ?, ?, ?)", rows
+            )
+            self._db.commit()
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.DatabaseError):
+                self._db.rollback()
+            self._degrade("read-only", f"a write failed ({exc})")
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -113,9 +242,12 @@ class Embedder:
                 raise FileNotFoundError(f"{self.model_path}: no weights file (*.safetensors/*.bin)")
             weights = candidates[0]
         st = weights.stat()
-        row = self._db.execute(
-            "SELECT size, mtime_ns, sha256 FROM revisions WHERE path = ?", (str(weights),)
-        ).fetchone()
+        try:
+            row = self._db.execute(
+                "SELECT size, mtime_ns, sha256 FROM revisions WHERE path = ?", (str(weights),)
+            ).fetchone()
+        except sqlite3.DatabaseError:
+            row = None
         if row is not None and row[0] == st.st_size and row[1] == st.st_mtime_ns:
             return str(row[2])
         digest = hashlib.sha256()
@@ -123,11 +255,13 @@ class Embedder:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
         sha = digest.hexdigest()
-        self._db.execute(
-            "INSERT OR REPLACE INTO revisions VALUES (?, ?, ?, ?)",
-            (str(weights), st.st_size, st.st_mtime_ns, sha),
-        )
-        self._db.commit()
+        if self.cache_mode != "read-only":
+            with contextlib.suppress(sqlite3.DatabaseError):
+                self._db.execute(
+                    "INSERT OR REPLACE INTO revisions VALUES (?, ?, ?, ?)",
+                    (str(weights), st.st_size, st.st_mtime_ns, sha),
+                )
+                self._db.commit()
         return sha
 
     def _dimensions(self) -> int:
@@ -146,6 +280,18 @@ class Embedder:
             "revision": self.revision,
             "dimensions": self.dimensions,
             "embedding_failures": self.stats.failures,
+        }
+
+    def cache_info(self) -> dict[str, Any]:
+        """How the cache was used: path, mode, hits, misses, rejected rows and any warning."""
+        return {
+            "dir": str(self.cache_dir),
+            "mode": self.cache_mode,
+            "hits": self.stats.cache_hits,
+            "misses": self.stats.cache_misses,
+            "rejected": self.stats.rejected,
+            "warning": self.cache_note,
+            "model_loaded": self.model_loaded,
         }
 
     @property
@@ -201,18 +347,27 @@ class Embedder:
                     self._memory.move_to_end(key)
                     result[key] = vec
             missing = [k for k in dict.fromkeys(keys) if k not in result] if self.read_cache else []
+            rejected: list[tuple[str, str]] = []
             for start in range(0, len(missing), 500):
                 chunk = missing[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, vec FROM vectors WHERE model = ? AND revision = ?"
-                    f" AND key IN ({marks})",
-                    (self.model_id, self.revision, *chunk),
-                ).fetchall()
-                for key, blob in rows:
-                    vec = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+                for key, vec, why in self._read_rows(chunk):
+                    if vec is None:
+                        rejected.append((key, why))
+                        continue
                     result[key] = vec
                     self._remember(key, vec)
+            if rejected:
+                self.stats.rejected += len(rejected)
+                self.stats.rejected_keys.extend(
+                    k for k, _ in rejected[: 20 - len(self.stats.rejected_keys)]
+                )
+                warnings.warn(
+                    EmbeddingCacheWarning(
+                        f"embedding cache {self.cache_path}: {len(rejected)} entries failed"
+                        f" verification and were re-encoded (first: {rejected[0][1]})"
+                    ),
+                    stacklevel=2,
+                )
             todo = [k for k in dict.fromkeys(keys) if k not in result]
             self.stats.cache_hits += len(keys) - len(todo)
             self.stats.cache_misses += len(todo)
@@ -229,14 +384,63 @@ class Embedder:
                         self.stats.failed_keys.append(key)
                         continue
                     self._remember(key, vec)
+                    blob = vec.astype("<f4").tobytes()
+                    dim = int(vec.shape[0])
                     rows_out.append(
-                        (self.model_id, self.revision, key, int(vec.shape[0]), vec.tobytes())
+                        (
+                            self.model_id,
+                            self.revision,
+                            key,
+                            dim,
+                            blob,
+                            entry_checksum(self.model_id, self.revision, key, dim, blob),
+                        )
                     )
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?)", rows_out
-                )
-                self._db.commit()
+                self._store(rows_out)
         return [result[k] for k in keys]
+
+    def _read_rows(self, keys: Sequence[str]) -> list[tuple[str, Vector | None, str]]:
+        """Cached rows for ``keys`` as (key, vector or None when it fails verification, why)."""
+        marks = ",".join("?" * len(keys))
+        try:
+            rows = self._db.execute(
+                f"SELECT key, dim, vec, checksum FROM {_VECTORS_TABLE} WHERE model = ?"
+                f" AND revision = ? AND key IN ({marks})",
+                (self.model_id, self.revision, *keys),
+            ).fetchall()
+        except sqlite3.DatabaseError:
+            return []  # a read-only cache from before checksums: every text is a miss
+        out: list[tuple[str, Vector | None, str]] = []
+        for key, dim, blob, checksum in rows:
+            why = self._verify(str(key), dim, blob, checksum)
+            vec = None if why else np.frombuffer(blob, dtype="<f4").astype(np.float32)
+            if vec is not None and not (
+                np.isfinite(vec).all() and abs(float(np.linalg.norm(vec)) - 1.0) < 1e-3
+            ):
+                vec, why = None, f"entry {key[:12]}: not a finite unit vector"
+            out.append((str(key), vec, why))
+        return out
+
+    def _verify(self, key: str, dim: object, blob: object, checksum: object) -> str:
+        """Why a cache row cannot be used ('' when it can)."""
+        if dim != self.dimensions:
+            return f"entry {key[:12]}: dimension {dim!r}, expected {self.dimensions}"
+        if not isinstance(blob, bytes) or len(blob) != 4 * self.dimensions:
+            size = len(blob) if isinstance(blob, bytes) else type(blob).__name__
+            return f"entry {key[:12]}: {size} bytes, expected {4 * self.dimensions}"
+        expected = entry_checksum(self.model_id, self.revision, key, self.dimensions, blob)
+        if checksum != expected:
+            return f"entry {key[:12]}: checksum mismatch"
+        return ""
+
+    def warm(self, text: str = "warm-up") -> float:
+        """Load the model and encode ``text`` twice (the first inference pays one-off costs);
+        nothing is cached. Returns the seconds it took."""
+        t0 = time.perf_counter()
+        with self._lock:
+            for _ in range(2):
+                self._encode([text])
+        return time.perf_counter() - t0
 
     def embed_one(self, text: str) -> Vector | None:
         return self.embed([text])[0]

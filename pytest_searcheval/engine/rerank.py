@@ -14,9 +14,9 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 ENV_VAR = "SEARCHEVAL_RERANKER"
 
@@ -89,3 +89,28 @@ class Reranker:
             convert_to_numpy=True,
         )
         return [float(x) for x in raw.reshape(len(texts), -1)[:, 0]]
+
+
+class Scorer(Protocol):
+    def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
+
+
+def rerank_head(
+    reranker: Scorer,
+    query: str,
+    ranked: Sequence[tuple[str, float]],
+    passages: Mapping[str, str],
+    *,
+    depth: int,
+) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    """(``ranked`` with its top ``depth`` reordered by the cross-encoder, head id -> score).
+
+    ``passages`` holds the text of each head listing (one missing from it leaves the head).
+    Ties order by id; the tail keeps its order strictly below the reranked head.
+    """
+    head = [d for d, _ in ranked[:depth] if d in passages]
+    scores = reranker.score(query, [passages[d] for d in head])
+    reranked = sorted(zip(head, scores, strict=True), key=lambda x: (-x[1], x[0]))
+    floor = min(scores, default=0.0)
+    tail = [(d, floor - 1.0 - i) for i, (d, _) in enumerate(ranked[depth:])]
+    return reranked + tail, dict(reranked)

@@ -17,7 +17,9 @@ from typing import Any
 
 from pytest_searcheval.engine.app import SearchEngine, create_app
 
-__all__ = ["RunningService", "ServiceError", "serve_in_thread"]
+__all__ = ["RunningService", "ServiceError", "serve_in_thread", "warm"]
+
+WARM_QUERY = "warm-up search for a paid API"
 
 
 class ServiceError(RuntimeError):
@@ -126,3 +128,19 @@ def serve_in_thread(
         _server=server,
         _thread=thread,
     )
+
+
+def warm(engine: Any) -> float:
+    """Load what the first query would otherwise load (the embedding model, the cross-encoder,
+    the SQL plans) by searching once with every usable profile; returns the seconds it took.
+
+    The warm-up text is an ordinary search: its vector is cached like any query's.
+    """
+    t0 = time.perf_counter()
+    embedder = getattr(engine, "embedder", None)
+    if embedder is not None and hasattr(embedder, "warm"):
+        embedder.warm(WARM_QUERY)
+    for profile, reason in engine.profiles().items():
+        if reason is None:
+            engine.search(WARM_QUERY, profile=profile, limit=10)
+    return time.perf_counter() - t0

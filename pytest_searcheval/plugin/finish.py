@@ -107,15 +107,24 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
     }
     outcome.failed = not report["gate"]["passed"]
 
+    from pytest_searcheval.report import history
     from pytest_searcheval.report.html import html
 
+    hist = None
+    appended = False
+    if cfg.history is not None:
+        if report["run"]["complete"]:  # a partial run's means describe a subset: not a trend
+            git = history.git_commit(session.config.rootpath)
+            history.append(cfg.history, history.entry(report, git=git))
+            appended = True
+        hist = history.read(cfg.history)
     out_dir = cfg.report_dir
     # A partial run never overwrites the full report: it writes beside it, marked partial.
     stem = "report" if report["run"]["complete"] else "report-partial"
     for name, text in (
         (f"{stem}.json", to_json(report)),
         (f"{stem}.md", markdown(report)),
-        (f"{stem}.html", html(report)),
+        (f"{stem}.html", html(report, hist)),
     ):
         write_atomic(out_dir / name, text)
         written.append(out_dir / name)
@@ -125,6 +134,8 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
             handle.write(markdown(report))
     outcome.lines = terminal_lines(report)
     outcome.lines += [f"searcheval: wrote {_show(p, session)}" for p in written]
+    if appended and cfg.history is not None:
+        outcome.lines.append(f"searcheval: appended this run to {_show(cfg.history, session)}")
     if summary:
         outcome.lines.append(f"searcheval: appended the summary to {summary}")
     return outcome

@@ -208,7 +208,9 @@ def build(
     queries: dict[str, Any] = {}
     base_queries = ((baseline or {}).get("profiles") or {}).get(cfg.gated) or {}
     base_queries = base_queries.get("queries") or {}
+    all_judgments = getattr(collection, "judgments", {}) or {}
     for row in ordered:
+        judged = all_judgments.get(row["qid"], {})
         queries[row["qid"]] = {
             "class": row["class"],
             "split": row["split"],
@@ -222,6 +224,8 @@ def build(
             "profiles": {
                 p: {
                     "ids": d["ids"],
+                    # the grade of each returned document, null where unjudged
+                    "grades": [judged.get(doc_id) for doc_id in d["ids"]],
                     # finite floats already (fill_measures leaves undefined values out)
                     "measures": d["measures"],
                     "violations": [v["text"] for v in d["violations"]],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html as _html
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_searcheval.report import (
@@ -21,7 +21,13 @@ from pytest_searcheval.report import (
     _extraction_line,
     _fmt,
     _ledger_lines,
+    history,
 )
+from pytest_searcheval.report.query_table import query_table
+from pytest_searcheval.settings import GATED_MEASURES
+
+#: Runs listed in the history table (the trend plot shows every run).
+HISTORY_ROWS = 20
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -29,6 +35,13 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .passed{color:#1a7f37}.failed{color:#cf222e;font-weight:bold}.skipped,.unverified{color:#9a6700}
 details{margin:.5em 0}code{background:#f6f8fa;padding:0 .2em}
+#queries th{cursor:pointer;user-select:none}#queries td{vertical-align:top}
+#queries th[aria-sort=ascending]::after{content:" \\25B2"}
+#queries th[aria-sort=descending]::after{content:" \\25BC"}.known{color:#9a6700}
+.controls{display:flex;gap:1em;flex-wrap:wrap;align-items:center}
+.doc{display:inline-block;margin:0 .3em .1em 0;font-size:.85em;white-space:nowrap}
+.g0{color:#6e7781}.g1{color:#9a6700}.g2{color:#0969da}.g3{color:#1a7f37;font-weight:bold}
+.uj{color:#cf222e;font-style:italic}.up{color:#1a7f37}.down{color:#cf222e}
 """
 
 
@@ -128,7 +141,85 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def html(report: Mapping[str, Any]) -> str:
+def _trend(report: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> str:
+    """Means of the gated measures per profile over the recorded runs (one panel a measure);
+    a dashed line before every run whose conventions or collection hashes changed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measures = [m for m in GATED_MEASURES if m in report["run"]["measures"]] or [
+        report["run"]["query_measure"]
+    ]
+    profiles = list((entries[-1].get("profiles") or {}).keys())
+    fig, axes = plt.subplots(1, len(measures), figsize=(5.0 * len(measures), 3.2), squeeze=False)
+    for ax, m in zip(axes[0], measures, strict=True):
+        for p in profiles:
+            points = history.series(entries, p, m)
+            if points:
+                ax.plot([i + 1 for i, _ in points], [v for _, v in points], marker="o", label=p)
+        for i in history.changes(entries):
+            ax.axvline(i + 0.5, color="#888", linestyle="--", linewidth=1)
+        ax.set_title(m)
+        ax.set_xlabel("full run (oldest first)")
+        ax.set_ylim(0, 1.05)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    axes[0][0].legend(fontsize=8)
+    img = _png(fig)
+    plt.close(fig)
+    return img
+
+
+def _history_section(report: Mapping[str, Any], hist: history.History | None) -> list[str]:
+    if hist is None:
+        return []
+    entries = hist.entries
+    parts = [f"<h2 id='history'>History ({len(entries)} full runs)</h2>"]
+    parts += [f"<p class='skipped'>{_e(p)}</p>" for p in hist.problems]
+    if not entries:
+        parts.append("<p>No full run recorded yet.</p>")
+        return parts
+    if len(entries) > 1:
+        try:
+            parts.append(_trend(report, entries))
+        except ImportError as exc:
+            parts.append(f"<p>Trend plot unavailable: {_e(exc)}</p>")
+        if history.changes(entries):
+            parts.append(
+                "<p>A dashed line precedes each run whose conventions (split, gain, relevance "
+                "level, limit, measures, trec mode, gated profile) or collection content "
+                "differ from the run before: values across it do not compare.</p>"
+            )
+    gated = report["run"]["gated_profile"]
+    measures = [m for m in GATED_MEASURES if m in report["run"]["measures"]]
+    parts.append(
+        "<table><tr><th>run</th><th>created</th><th>commit</th><th>queries</th><th>gate</th>"
+        + "".join(f"<th>{_e(gated)} {_e(m)}</th>" for m in measures)
+        + "</tr>"
+    )
+    start = max(0, len(entries) - HISTORY_ROWS)
+    for i, line in enumerate(entries[start:], start + 1):
+        git = line.get("git") or {}
+        commit = str(git.get("commit") or "")[:10] + (" (dirty)" if git.get("dirty") else "")
+        gate = line.get("gate")
+        verdict = "-" if gate is None else "passed" if gate else "failed"
+        values = ((line["profiles"].get(gated) or {}).get("measures")) or {}
+        parts.append(
+            f"<tr><td class='num'>{i}</td><td>{_e(line.get('created') or '-')}</td>"
+            f"<td><code>{_e(commit or '-')}</code></td><td class='num'>{_e(line.get('queries'))}"
+            f"</td><td class='{verdict}'>{verdict}</td>"
+            + "".join(f"<td class='num'>{_fmt(values.get(m), 4)}</td>" for m in measures)
+            + "</tr>"
+        )
+    parts.append("</table>")
+    if start:
+        parts.append(f"<p>The table shows the last {HISTORY_ROWS} runs; the plot shows all.</p>")
+    return parts
+
+
+def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
+    """The page. ``hist``: the run history (its trend and last runs), when one is kept."""
     run = report["run"]
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
@@ -208,6 +299,8 @@ def html(report: Mapping[str, Any]) -> str:
         extra = [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
         if extra:
             parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in extra) + "</ul>")
+    parts += _history_section(report, hist)
+    parts.append(query_table(report))
     failing = [(q, d) for q, d in report["queries"].items() if d["failures"]]
     parts.append(f"<h2>Failing queries ({len(failing)})</h2>")
     for qid, d in failing:

@@ -106,11 +106,13 @@ class MutableTarget(SearchTarget, Protocol):
 def response_from_json(
     body: Mapping[str, Any], *, latency_ms: float | None = None
 ) -> SearchResponse:
-    """Parse the reference engine's ``/discovery/search`` body (also accepts ``hits``/``doc_id``).
+    """Parse the reference engine's search body (also accepts ``hits``/``doc_id``).
 
     Shape: ``{"results": [{"id", "score", "resource"}], "filters": {"applied", "extracted"},
     "no_result", "confidence": {"value", "threshold", ...}, "score_threshold", "model",
-    "latency_ms"}``. A missing score counts as rank-implied (``-rank``).
+    "latency_ms"}`` (``GET /search``), or the x402 Bazaar shape of ``GET /discovery/search``,
+    ``{"resources": [{<discovered resource>, "id", "score"}], ...}`` with the same extra fields,
+    where each item is its own ``resource``. A missing score counts as rank-implied (``-rank``).
 
     ``meta`` keeps ``model``, ``no_result``, ``profile``, ``confidence`` (the no-result
     decision's inputs: the reference engine sends ``{cos, coverage, rerank, value, threshold}``) and
@@ -119,6 +121,9 @@ def response_from_json(
     ``server_latency_ms``.
     """
     raw = body.get("results", body.get("hits"))
+    discovered = raw is None and isinstance(body.get("resources"), list)
+    if discovered:
+        raw = body["resources"]
     if not isinstance(raw, list):
         raise TargetUnavailable("response has no 'results' list")
     hits: list[Hit] = []
@@ -132,7 +137,7 @@ def response_from_json(
         if doc_id is None:
             raise TargetUnavailable(f"result {rank} has no 'id'")
         score = item.get("score")
-        resource = item.get("resource")
+        resource = item if discovered else item.get("resource")
         hits.append(
             Hit(
                 id=str(doc_id),
@@ -165,12 +170,15 @@ def response_from_json(
 class HttpTarget:
     """A search service over HTTP.
 
-    ``base_url`` is either a base (``http://host:port``; requests go to
-    ``/discovery/search`` with the reference engine's parameters, ``/healthz`` describes it), or a
+    ``base_url`` is either a base (``http://host:port``; requests go to ``/discovery/search``
+    in the x402 Bazaar protocol with the reference engine's extra parameters: ``query``,
+    ``limit``, the filters under their protocol names (``payTo``, ``extensions``; ``asset`` and
+    ``max_price_usd`` as extras), ``profile`` and ``extract``; ``/healthz`` describes it), or a
     template containing ``{query}`` (and optionally ``{profile}``, ``{limit}``), e.g.
     ``http://host/search?q={query}&mode={profile}``; filters are then appended as query
-    parameters. Any transport error, timeout, non-JSON body or status >= 400 raises
-    :class:`TargetUnavailable` with the reason, so the profile is reported unavailable.
+    parameters under their vocabulary names. Any transport error, timeout, non-JSON body or
+    status >= 400 raises :class:`TargetUnavailable` with the reason, so the profile is reported
+    unavailable.
     """
 
     def __init__(
@@ -242,6 +250,10 @@ class HttpTarget:
         import httpx
 
         params: dict[str, str] = {k: str(v) for k, v in (filters or {}).items() if v is not None}
+        if not self.is_template:
+            from pytest_searcheval.x402.vocabulary import BAZAAR_PARAMS
+
+            params = {BAZAAR_PARAMS.get(k, k): v for k, v in params.items()}
         if self.is_template:
             url = self.base_url.format(
                 query=quote(query, safe=""), profile=quote(profile, safe=""), limit=limit
@@ -249,7 +261,10 @@ class HttpTarget:
         else:
             url = self.base_url + self.search_path
             params.update(
-                q=query, profile=profile, limit=str(limit), extract="true" if extract else "false"
+                query=query,
+                profile=profile,
+                limit=str(limit),
+                extract="true" if extract else "false",
             )
         if self.is_template and params:
             # Appended by hand: httpx replaces (not extends) a URL's query when given params.

@@ -62,10 +62,13 @@ def default_target(state: EvalState) -> Iterator[SearchTarget]:
     if missing:
         pytest.exit(NO_TARGET.format(missing=", ".join(missing)), returncode=4)
     from pytest_searcheval.engine.core import Engine
+    from pytest_searcheval.engine.lifecycle import stop_on_signals
     from pytest_searcheval.engine.service import serve_in_thread
     from pytest_searcheval.targets import ServedEngineTarget
 
-    with Engine.start(state.collection, dsn=cfg.dsn) as engine:
+    # SIGTERM and SIGHUP stop the run as Ctrl-C does (pytest then tears this fixture down, so
+    # the schema is dropped and the embedded server removed) instead of ending it on the spot.
+    with stop_on_signals(), Engine.start(state.collection, dsn=cfg.dsn) as engine:
         service = serve_in_thread(engine, admin=False)
         served = ServedEngineTarget(engine, service.url, timeout=cfg.timeout)
         try:

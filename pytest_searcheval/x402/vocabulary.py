@@ -16,3 +16,13 @@ FILTER_KEYS: tuple[str, ...] = (
     "max_price_usd",
     "extension",
 )
+
+#: The x402 Bazaar discovery query parameter (the official SDK's name) of each filter key the
+#: protocol has; the others (``asset``, ``max_price_usd``) have no protocol parameter.
+BAZAAR_PARAMS: dict[str, str] = {
+    "type": "type",
+    "network": "network",
+    "scheme": "scheme",
+    "recipient": "payTo",
+    "extension": "extensions",
+}

@@ -36,6 +36,9 @@ class FakeEngine:
         self.assets = [Asset("USDC", "stellar:pubnet", USDC, 7, Decimal(1))]
         self.calls: list[dict[str, Any]] = []
         self.docs: dict[str, Mapping[str, Any]] = {"a": {"id": "a"}}
+        #: what search() ranks, best first (a page of it answers each call)
+        self.ranked: list[str] = ["a"]
+        self.list_calls: list[dict[str, Any]] = []
         self.reindexed = 0
         self.lock = threading.Lock()
         self.active = 0
@@ -94,7 +97,10 @@ class FakeEngine:
             return {
                 "query": q,
                 "profile": profile,
-                "results": [{"id": "a", "score": 1.0, "resource": {}}],
+                "results": [
+                    {"id": d, "score": float(len(self.ranked) - i), "resource": wire(d)}
+                    for i, d in enumerate(self.ranked[:limit])
+                ],
                 "filters": {"applied": dict(filters or {}), "extracted": {}},
                 "no_result": False,
                 "model": {"id": "m"},
@@ -104,6 +110,18 @@ class FakeEngine:
             with self.lock:
                 self.active -= 1
 
+    def list_resources(
+        self,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        self.list_calls.append({"filters": dict(filters or {}), "limit": limit, "offset": offset})
+        ids = sorted(self.ranked)
+        page = ids[offset : offset + limit]
+        return {"total": len(ids), "items": [{"id": d, "resource": wire(d)} for d in page]}
+
     def upsert(self, record: Mapping[str, Any]) -> None:
         self.docs[str(record["id"])] = record
 
@@ -112,6 +130,30 @@ class FakeEngine:
 
     def reindex(self) -> None:
         self.reindexed += 1
+
+
+def wire(doc_id: str) -> dict[str, Any]:
+    """A discovered-resource record as the shipped catalog stores it."""
+    return {
+        "resource": f"https://api.{doc_id}.example/v1/{doc_id}",
+        "type": "http",
+        "x402Version": 2,
+        "accepts": [
+            {
+                "scheme": "exact",
+                "network": "stellar:pubnet",
+                "asset": USDC,
+                "amount": "1000",
+                "payTo": G,
+                "maxTimeoutSeconds": 60,
+                "extra": {},
+            }
+        ],
+        "lastUpdated": "2026-11-01T00:00:00Z",
+        "description": f"listing {doc_id}",
+        "mimeType": "application/json",
+        "extensions": {"bazaar": {"info": {"input": {"type": "http", "method": "GET"}}}},
+    }
 
 
 @pytest.fixture
@@ -127,7 +169,7 @@ def client(engine: FakeEngine) -> Iterator[TestClient]:
 
 def test_search_passes_validated_values(client: TestClient, engine: FakeEngine) -> None:
     r = client.get(
-        "/discovery/search",
+        "/search",
         params={
             "q": "weather",
             "profile": "lexical",
@@ -158,7 +200,7 @@ def test_search_passes_validated_values(client: TestClient, engine: FakeEngine) 
 
 
 def test_defaults(client: TestClient, engine: FakeEngine) -> None:
-    assert client.get("/discovery/search", params={"q": "x"}).status_code == 200
+    assert client.get("/search", params={"q": "x"}).status_code == 200
     assert engine.calls[0]["profile"] == "hybrid"
     assert engine.calls[0]["limit"] == 10 and engine.calls[0]["extract"] is True
 
@@ -196,7 +238,7 @@ BAD: list[tuple[dict[str, str], str, str]] = [
 def test_bad_input_is_400_with_field(
     client: TestClient, engine: FakeEngine, params: dict[str, str], field: str, needle: str
 ) -> None:
-    r = client.get("/discovery/search", params=params)
+    r = client.get("/search", params=params)
     assert r.status_code == 400, r.text
     body = r.json()
     assert body["field"] == field and needle in body["error"]
@@ -204,30 +246,30 @@ def test_bad_input_is_400_with_field(
 
 
 def test_repeated_parameter_and_bad_percent_encoding(client: TestClient) -> None:
-    r = client.get("/discovery/search?q=a&q=b")
+    r = client.get("/search?q=a&q=b")
     assert r.status_code == 400 and r.json()["field"] == "q"
-    r = client.get("/discovery/search?q=%FF%FE")
+    r = client.get("/search?q=%FF%FE")
     assert r.status_code == 400 and r.json()["field"] == "q"
-    r = client.get("/discovery/search?q=ok&network=%00")
+    r = client.get("/search?q=ok&network=%00")
     assert r.status_code == 400 and r.json()["field"] == "network"
 
 
 def test_unavailable_profile_is_503_with_reason(client: TestClient, engine: FakeEngine) -> None:
-    r = client.get("/discovery/search", params={"q": "x", "profile": "hybrid_rerank"})
+    r = client.get("/search", params={"q": "x", "profile": "hybrid_rerank"})
     assert r.status_code == 503
     assert r.json()["reason"] == "no cross-encoder configured"
-    r = client.get("/discovery/search", params={"q": "raise-unavailable"})
+    r = client.get("/search", params={"q": "raise-unavailable"})
     assert r.status_code == 503 and "model failed" in r.json()["reason"]
 
 
 def test_engine_bug_is_a_json_500_without_traceback(client: TestClient) -> None:
-    r = client.get("/discovery/search", params={"q": "raise-bug"})
+    r = client.get("/search", params={"q": "raise-bug"})
     assert r.status_code == 500
     assert r.json() == {"error": "internal error (KeyError)", "field": None}
 
 
 def test_database_outage_is_a_503(client: TestClient) -> None:
-    r = client.get("/discovery/search", params={"q": "raise-pool-timeout"})
+    r = client.get("/search", params={"q": "raise-pool-timeout"})
     assert r.status_code == 503
     assert r.json() == {"error": "database unavailable (PoolTimeout)", "field": None}
 
@@ -235,7 +277,7 @@ def test_database_outage_is_a_503(client: TestClient) -> None:
 def test_unknown_route_and_method_are_json(client: TestClient) -> None:
     r = client.get("/nope")
     assert r.status_code == 404 and "error" in r.json()
-    r = client.post("/discovery/search")
+    r = client.post("/search")
     assert r.status_code == 405 and "error" in r.json()
 
 
@@ -319,7 +361,7 @@ def test_served_in_a_thread_with_concurrent_clients(engine: FakeEngine) -> None:
         def client_thread() -> None:
             with httpx.Client(base_url=service.url, timeout=10) as c:
                 for _ in range(3):
-                    statuses.append(c.get("/discovery/search", params={"q": "x"}).status_code)
+                    statuses.append(c.get("/search", params={"q": "x"}).status_code)
 
         threads = [threading.Thread(target=client_thread) for _ in range(6)]
         for t in threads:
@@ -355,7 +397,7 @@ def test_random_parameter_values_never_give_a_500(client: TestClient) -> None:
         params = {"q": "weather"}
         for name in rng.sample(names, rng.randint(1, 4)):
             params[name] = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
-        r = client.get("/discovery/search", params=params)
+        r = client.get("/search", params=params)
         assert r.status_code in (200, 400, 503), (params, r.status_code, r.text)
         body = r.json()
         assert ("results" in body) if r.status_code == 200 else ("error" in body)
@@ -422,11 +464,11 @@ def test_accepted_connections_disable_nagle(engine: FakeEngine) -> None:
 
 def test_query_cap_is_configurable(engine: FakeEngine) -> None:
     with TestClient(create_app(engine, admin_token=None, max_query_chars=20)) as c:
-        assert c.get("/discovery/search", params={"q": "x" * 20}).status_code == 200
-        r = c.get("/discovery/search", params={"q": "x" * 21})
+        assert c.get("/search", params={"q": "x" * 20}).status_code == 200
+        r = c.get("/search", params={"q": "x" * 21})
         assert r.status_code == 400 and "longer than 20" in r.json()["error"]
     with TestClient(create_app(engine, admin_token=None, max_query_chars=2000)) as c:
-        assert c.get("/discovery/search", params={"q": "x" * 1500}).status_code == 200
+        assert c.get("/search", params={"q": "x" * 1500}).status_code == 200
 
 
 def test_chunked_body_over_the_limit_is_413(client: TestClient, engine: FakeEngine) -> None:
@@ -437,3 +479,205 @@ def test_chunked_body_over_the_limit_is_413(client: TestClient, engine: FakeEngi
     r = client.put("/admin/resources/big", content=chunks(), headers=auth())
     assert r.status_code == 413 and r.json()["field"] == "body"
     assert "big" not in engine.docs
+
+
+# --- x402 Bazaar discovery ------------------------------------------------------------------
+
+
+def test_discovery_search_maps_protocol_parameters(client: TestClient, engine: FakeEngine) -> None:
+    r = client.get(
+        "/discovery/search",
+        params={
+            "query": "weather",
+            "type": "http",
+            "payTo": G,
+            "scheme": "exact",
+            "network": "stellar:pubnet",
+            "extensions": "bazaar",
+            "limit": "3",
+            "profile": "lexical",
+            "asset": "USDC",
+            "max_price_usd": "0.50",
+            "extract": "false",
+        },
+    )
+    assert r.status_code == 200, r.text
+    assert engine.calls == [
+        {
+            "q": "weather",
+            "profile": "lexical",
+            "limit": 4,  # one past the page: is there a next one?
+            "extract": False,
+            "filters": {
+                "type": "http",
+                "recipient": G,
+                "scheme": "exact",
+                "network": "stellar:pubnet",
+                "extension": "bazaar",
+                "asset": "USDC",
+                "max_price_usd": "0.5",
+            },
+        }
+    ]
+    body = r.json()
+    assert body["x402Version"] == 2 and body["partialResults"] is False
+    assert body["pagination"] == {"limit": 3, "cursor": None}
+    item = body["resources"][0]
+    assert item == {**wire("a"), "id": "a", "score": 1.0}
+    assert body["filters"]["applied"]["recipient"] == G and body["profile"] == "lexical"
+
+
+BAD_DISCOVERY: list[tuple[dict[str, str], str, str]] = [
+    ({}, "query", "missing"),
+    ({"query": " "}, "query", "empty"),
+    ({"query": "x", "payTo": G[:-1] + "Q"}, "payTo", "Stellar"),
+    ({"query": "x", "extensions": "a b"}, "extensions", "extension name"),
+    ({"query": "x", "network": "eip155:8453"}, "network", "unknown network"),
+    ({"query": "x", "limit": "0"}, "limit", "[1, 1000]"),
+    ({"query": "x", "cursor": "not a cursor!"}, "cursor", "not a cursor"),
+    ({"query": "x", "cursor": "MTAuYWJj"}, "cursor", "another search"),
+    ({"query": "x", "recipient": G}, "recipient", "unknown parameter"),
+]
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "needle"),
+    BAD_DISCOVERY,
+    ids=[f"{b[1]}-{i}" for i, b in enumerate(BAD_DISCOVERY)],
+)
+def test_discovery_search_errors_name_the_protocol_parameter(
+    client: TestClient, engine: FakeEngine, params: dict[str, str], field: str, needle: str
+) -> None:
+    r = client.get("/discovery/search", params=params)
+    assert r.status_code == 400, r.text
+    assert r.json()["field"] == field and needle in r.json()["error"], r.json()
+    assert engine.calls == []
+
+
+def test_discovery_search_pages_follow_cursors(client: TestClient, engine: FakeEngine) -> None:
+    engine.ranked = [f"d{i:02d}" for i in range(7)]
+    seen: list[str] = []
+    params = {"query": "weather", "limit": "3"}
+    cursors: list[str | None] = []
+    while True:
+        body = client.get("/discovery/search", params=params).json()
+        seen += [item["id"] for item in body["resources"]]
+        cursor = body["pagination"]["cursor"]
+        cursors.append(cursor)
+        if cursor is None:
+            break
+        params = {"query": "weather", "limit": "3", "cursor": cursor}
+    assert seen == engine.ranked and len(cursors) == 3
+    # a cursor continues only the search it came from
+    first = cursors[0]
+    assert first is not None
+    r = client.get("/discovery/search", params={"query": "other", "cursor": first})
+    assert r.status_code == 400 and "another search" in r.json()["error"]
+    r = client.get("/discovery/search", params={"query": "weather", "type": "mcp", "cursor": first})
+    assert r.status_code == 400 and r.json()["field"] == "cursor"
+
+
+def test_discovery_search_flags_a_ranking_cut_at_the_depth(
+    client: TestClient, engine: FakeEngine
+) -> None:
+    engine.ranked = [f"d{i:04d}" for i in range(1200)]
+    body = client.get("/discovery/search", params={"query": "x", "limit": "1000"}).json()
+    assert len(body["resources"]) == 1000
+    assert body["pagination"]["cursor"] is None and body["partialResults"] is True
+    body = client.get("/discovery/search", params={"query": "x", "limit": "999"}).json()
+    assert body["pagination"]["cursor"] is not None and body["partialResults"] is False
+
+
+def test_old_search_parameters_are_redirected(client: TestClient, engine: FakeEngine) -> None:
+    r = client.get(
+        "/discovery/search", params={"q": "weather", "recipient": G}, follow_redirects=False
+    )
+    assert r.status_code == 308
+    assert r.headers["location"].startswith("/search?q=weather&recipient=")
+    body = client.get("/discovery/search", params={"q": "weather"}).json()
+    assert body["results"][0]["id"] == "a"
+
+
+def test_discovery_resources_lists_with_offsets(client: TestClient, engine: FakeEngine) -> None:
+    engine.ranked = ["c", "a", "b"]
+    r = client.get(
+        "/discovery/resources",
+        params={"limit": "2", "offset": "1", "network": "stellar:testnet", "payTo": G},
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["x402Version"] == 2
+    assert [i["id"] for i in body["items"]] == ["b", "c"]
+    assert body["pagination"] == {"limit": 2, "offset": 1, "total": 3}
+    assert engine.list_calls == [
+        {"filters": {"network": "stellar:testnet", "recipient": G}, "limit": 2, "offset": 1}
+    ]
+    assert client.get("/discovery/resources").json()["pagination"]["limit"] == 100
+    for params, field in (
+        ({"offset": "-1"}, "offset"),
+        ({"offset": "x"}, "offset"),
+        ({"limit": "1001"}, "limit"),
+        ({"query": "x"}, "query"),
+        ({"type": "grpc"}, "type"),
+    ):
+        r = client.get("/discovery/resources", params=params)
+        assert r.status_code == 400 and r.json()["field"] == field, (params, r.text)
+
+
+def test_random_discovery_parameters_never_give_a_500(client: TestClient) -> None:
+    import random
+
+    from pytest_searcheval.engine.bazaar import LIST_PARAMS, SEARCH_PARAMS
+
+    rng = random.Random(20261201)
+    alphabet = "aZ09 $%'\";\\-_.:,()[]{}<>=!?\x00\x01\x7f\u00e9\u2014\U0001f600\ufffd\n\t"
+    for path, names, key in (
+        ("/discovery/search", SEARCH_PARAMS, "resources"),
+        ("/discovery/resources", LIST_PARAMS, "items"),
+    ):
+        for _ in range(200):
+            params = {"query": "weather"} if path == "/discovery/search" else {}
+            for name in rng.sample(names, rng.randint(1, 4)):
+                params[name] = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+            r = client.get(path, params=params)
+            assert r.status_code in (200, 400, 503), (params, r.status_code, r.text)
+            body = r.json()
+            assert (key in body) if r.status_code == 200 else ("error" in body)
+
+
+def test_the_sdk_client_searches_and_lists_the_service(engine: FakeEngine) -> None:
+    """The official x402 SDK's own Bazaar client, unchanged, against the running service."""
+    from x402.extensions.bazaar import (
+        ListDiscoveryResourcesParams,
+        SearchDiscoveryResourcesParams,
+        with_bazaar,
+    )
+    from x402.http import FacilitatorConfig, HTTPFacilitatorClientSync
+
+    engine.ranked = [f"d{i}" for i in range(5)]
+    with serve_in_thread(engine, admin=False) as service:
+        client = with_bazaar(HTTPFacilitatorClientSync(FacilitatorConfig(url=service.url)))
+        bazaar = client.extensions.bazaar
+        first = bazaar.search(
+            SearchDiscoveryResourcesParams(query="weather", network="stellar:pubnet", limit=2)
+        )
+        assert first.x402_version == 2 and first.partial_results is False
+        assert [r.resource for r in first.resources] == [wire(d)["resource"] for d in ("d0", "d1")]
+        assert first.resources[0].accepts == wire("d0")["accepts"]
+        assert first.resources[0].extensions == wire("d0")["extensions"]
+        assert first.resources[0].last_updated == "2026-11-01T00:00:00Z"
+        assert first.pagination is not None and first.pagination.cursor is not None
+        rest = bazaar.search(
+            SearchDiscoveryResourcesParams(
+                query="weather", network="stellar:pubnet", limit=10, cursor=first.pagination.cursor
+            )
+        )
+        assert [r.description for r in rest.resources] == [f"listing d{i}" for i in (2, 3, 4)]
+        assert rest.pagination is not None and rest.pagination.cursor is None
+        assert engine.calls[0]["filters"] == {"network": "stellar:pubnet"}
+        listed = bazaar.list_resources(ListDiscoveryResourcesParams(limit=2, offset=4, type="http"))
+        assert [i.resource for i in listed.items] == [wire("d4")["resource"]]
+        assert (listed.pagination.limit, listed.pagination.offset) == (2, 4)
+        assert listed.pagination.total == 5
+        with pytest.raises(ValueError, match="400"):
+            bazaar.search(SearchDiscoveryResourcesParams(query="x", pay_to="GNOTANADDRESS"))

@@ -56,7 +56,7 @@ def service(engine: Engine) -> Iterator[RunningService]:
 
 
 def get(service: RunningService, **params: str) -> httpx.Response:
-    return httpx.get(service.url + "/discovery/search", params=params, timeout=30)
+    return httpx.get(service.url + "/search", params=params, timeout=30)
 
 
 def test_healthz_reports_the_stack(service: RunningService) -> None:
@@ -159,7 +159,7 @@ def test_concurrent_clients_get_the_serial_answers(service: RunningService) -> N
         with httpx.Client(base_url=service.url, timeout=30) as client:
             for i in range(len(queries)):
                 q = queries[(i + offset) % len(queries)]
-                r = client.get("/discovery/search", params={"q": q, "profile": "hybrid"})
+                r = client.get("/search", params={"q": q, "profile": "hybrid"})
                 if r.status_code != 200:
                     errors.append(r.text)
                 else:
@@ -301,3 +301,97 @@ def test_cli_serve_fails_fast_on_a_busy_port(collection_dir: Path) -> None:
         port = busy.getsockname()[1]
         # Exit status 2 before any server or model is started.
         assert main(["serve", "--collection", str(collection_dir), "--port", str(port)]) == 2
+
+
+# --- x402 Bazaar discovery through the official SDK's client -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def sdk(service: RunningService) -> Iterator[Any]:
+    from x402.extensions.bazaar import with_bazaar
+    from x402.http import FacilitatorConfig, HTTPFacilitatorClientSync
+
+    client = with_bazaar(HTTPFacilitatorClientSync(FacilitatorConfig(url=service.url, timeout=60)))
+    with client:
+        yield client.extensions.bazaar
+
+
+def _resource_ids(collection: Collection) -> dict[str, str]:
+    return {d.x402["resource"]: d.id for d in collection.documents.values() if d.x402}
+
+
+def test_sdk_search_pages_are_the_engine_ranking(
+    sdk: Any, service: RunningService, collection: Collection
+) -> None:
+    from x402.extensions.bazaar import SearchDiscoveryResourcesParams
+
+    body = get(service, q="weather forecast", limit="35").json()
+    engine_ids = [h["id"] for h in body["results"]]
+    by_resource = _resource_ids(collection)
+    paged: list[str] = []
+    cursor: str | None = None
+    for _ in range(5):
+        page = sdk.search(
+            SearchDiscoveryResourcesParams(query="weather forecast", limit=7, cursor=cursor)
+        )
+        assert page.x402_version == 2 and page.partial_results is False
+        assert all(r.x402_version == 2 and r.accepts for r in page.resources)
+        paged += [by_resource[r.resource] for r in page.resources]
+        assert page.pagination is not None and page.pagination.limit == 7
+        cursor = page.pagination.cursor
+        assert cursor is not None
+    assert len(engine_ids) == 35 and paged == engine_ids
+
+
+def test_sdk_filtered_search_through_cursors_is_the_oracle_set(
+    sdk: Any, collection: Collection
+) -> None:
+    from x402.extensions.bazaar import SearchDiscoveryResourcesParams
+
+    by_resource = _resource_ids(collection)
+    some_pay_to = next(d.x402["accepts"][0]["payTo"] for d in collection.documents.values())
+    for filters in (
+        {"network": "stellar:testnet"},
+        {"type": "mcp", "scheme": "exact"},
+        {"pay_to": some_pay_to},
+    ):
+        found: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = sdk.search(
+                SearchDiscoveryResourcesParams(
+                    query="weather forecast", limit=25, cursor=cursor, **filters
+                )
+            )
+            found += [by_resource[r.resource] for r in page.resources]
+            cursor = page.pagination.cursor if page.pagination else None
+            if cursor is None:
+                break
+        vocabulary = {("recipient" if k == "pay_to" else k): v for k, v in filters.items()}
+        want = {
+            d.id
+            for d in collection.documents.values()
+            if constraints.satisfies(d, vocabulary, collection.assets)
+        }
+        assert want, filters
+        assert len(found) == len(set(found)) and set(found) == want, filters
+
+
+def test_sdk_list_pages_the_whole_catalog(sdk: Any, collection: Collection) -> None:
+    from x402.extensions.bazaar import ListDiscoveryResourcesParams
+
+    by_resource = _resource_ids(collection)
+    listed: list[str] = []
+    offset = 0
+    while True:
+        page = sdk.list_resources(ListDiscoveryResourcesParams(limit=30, offset=offset))
+        assert page.pagination.total == N_DOCS and page.pagination.offset == offset
+        listed += [by_resource[i.resource] for i in page.items]
+        offset += 30
+        if offset >= page.pagination.total:
+            break
+    assert listed == sorted(collection.documents)
+    mcp = sdk.list_resources(ListDiscoveryResourcesParams(type="mcp", limit=1000))
+    want = sorted(i for i, d in collection.documents.items() if (d.x402 or {}).get("type") == "mcp")
+    assert [by_resource[i.resource] for i in mcp.items] == want
+    assert mcp.pagination.total == len(want) > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pytest
 
@@ -398,3 +399,37 @@ def test_bounded_osa_agrees_with_the_full_distance() -> None:
         for k in range(4):
             r = osa(a, b, k)
             assert r == d if d <= k else r > k, (a, b, k)
+
+
+class _FixedScorer:
+    def __init__(self, scores: dict[str, float]) -> None:
+        self.scores = scores
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [self.scores[t] for t in texts]
+
+
+def test_rerank_head_reorders_the_head_and_keeps_the_tail_below_it() -> None:
+    from pytest_searcheval.engine.rerank import rerank_head
+
+    ranked = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)]
+    passages = {"a": "ta", "b": "tb", "c": "tc"}
+    scorer = _FixedScorer({"ta": -2.0, "tb": 5.0, "tc": 5.0})
+    out, head = rerank_head(scorer, "q", ranked, passages, depth=3)
+    assert [d for d, _ in out] == ["b", "c", "a", "d"]  # ties by id, tail last
+    assert head == {"b": 5.0, "c": 5.0, "a": -2.0}
+    assert out[3][1] < min(head.values())
+
+
+def test_decision_cuts_only_when_asked_and_always_on_an_empty_ranking() -> None:
+    from pytest_searcheval.engine import decision
+
+    rule = NoResultRule(w_cos=1.0, w_cov=0.0, tau=0.5)
+    low = decision.Features(cos=0.1, coverage=0.0, rerank=None)
+    assert decision.decide(low, rule, apply_threshold=True, empty=False).no_result
+    uncut = decision.decide(low, rule, apply_threshold=False, empty=False)
+    assert not uncut.no_result and uncut.as_dict()["threshold"] == 0.5
+    high = decision.Features(cos=0.9, coverage=0.0, rerank=None)
+    assert not decision.decide(high, rule, apply_threshold=True, empty=False).no_result
+    assert decision.decide(high, None, apply_threshold=True, empty=True).no_result
+    assert decision.decide(high, None, apply_threshold=True, empty=False).as_dict()["value"] is None

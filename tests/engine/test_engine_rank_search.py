@@ -209,7 +209,7 @@ def test_bm25f_score_matches_the_documented_formula(engine: Engine) -> None:
     qtf = index.query_terms(query)
     per_doc = {
         d.id: index.field_terms(index.field_texts(d.title, d.text, d.fields, d.x402))
-        for d in engine._docs.values()
+        for d in engine.catalog.docs.values()
     }
     n = len(per_doc)
     lengths: dict[str, list[int]] = {}
@@ -248,7 +248,7 @@ def test_keyword_stuffing_saturates(engine: Engine) -> None:
         )
         body = clone.search("transcription", profile="lexical", limit=10, extract=False)
         scores = {r["id"]: r["score"] for r in body["results"]}
-        bound = idf(len(clone._docs), 2) * (clone.settings.bm25.k1 + 1)
+        bound = idf(len(clone.catalog.docs), 2) * (clone.settings.bm25.k1 + 1)
         assert scores["stuffed"] <= bound + 1e-9
         # a listing that says it once in title and text stays within a factor of the stuffed one
         assert scores["speech-0"] > 0.5 * scores["stuffed"]
@@ -307,7 +307,7 @@ def test_rerank_unavailable_without_a_model(engine: Engine) -> None:
 
 def test_describe_reports_model_and_dense_mode(engine: Engine) -> None:
     info = engine.describe()
-    assert info["documents"] == len(engine._docs)
+    assert info["documents"] == len(engine.catalog.docs)
     assert info["dense"]["mode"] == "exact"
     assert info["model"]["id"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert info["pgvector"]
@@ -474,7 +474,7 @@ def test_filter_never_turns_a_reranked_silence_into_answers(
         plain = eng.search("weather forecast", profile="hybrid_rerank", limit=5, extract=False)
         assert plain["no_result"] and plain["confidence"]["rerank"] == -3.0
         head = {r["id"] for r in eng.search("weather forecast", limit=2, extract=False)["results"]}
-        kinds = {eng._docs[d].x402["type"] for d in head if eng._docs[d].x402}
+        kinds = {eng.catalog.docs[d].x402["type"] for d in head if eng.catalog.docs[d].x402}
         other = "mcp" if "mcp" not in kinds else "http"
         filtered = eng.search(
             "weather forecast",
@@ -568,12 +568,12 @@ def test_delete_is_a_tombstone_that_moves_no_other_listing(engine: Engine) -> No
             # the deleted listing is gone; everything else keeps its order and its exact score
             assert after[: len(expected)] == expected, (q, p)
             assert "weather-1" not in [d for d, _ in after]
-        clone.upsert(engine._docs["weather-1"])  # an upsert revives a tombstoned id
+        clone.upsert(engine.catalog.docs["weather-1"])  # an upsert revives a tombstoned id
         assert "weather-1" in _ids(clone.search("storm alerts", profile="hybrid"))
         clone.delete("weather-1")
         clone.reindex()
         assert clone.describe()["tombstones"] == 0
-        assert clone.describe()["documents"] == len(engine._docs) - 1
+        assert clone.describe()["documents"] == len(engine.catalog.docs) - 1
         assert "weather-1" not in _ids(clone.search("storm alerts", profile="lexical"))
     finally:
         clone.close()
@@ -585,7 +585,7 @@ def test_title_match_finds_a_misspelled_name_in_hybrid(engine: Engine) -> None:
 
 
 def test_stuffed_and_near_duplicate_copies_do_not_displace_the_original(engine: Engine) -> None:
-    original = engine._docs["weather-0"]
+    original = engine.catalog.docs["weather-0"]
     assert original.x402 is not None
     copies = [
         {
@@ -641,5 +641,5 @@ def test_clone_analyses_only_its_own_tables(engine: Engine) -> None:
                 clone.close()
         finally:
             conn.execute("DROP SCHEMA searcheval_test_bystander CASCADE")
-    assert rows[f"{clone.schema_name}.documents"] == len(engine._docs)  # analysed
+    assert rows[f"{clone.schema_name}.documents"] == len(engine.catalog.docs)  # analysed
     assert rows["searcheval_test_bystander.t"] == -1  # never analysed: not ours

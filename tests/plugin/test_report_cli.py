@@ -52,3 +52,46 @@ def test_baseline_verify_statuses(tmp_path: object, capsys: pytest.CaptureFixtur
     assert main(["baseline-verify", "--baseline", str(path)]) == 0
     assert "[unverified]" in capsys.readouterr().out
     assert main(["baseline-verify", "--baseline", str(path), "--strict"]) == 1
+
+
+def test_report_carries_grades_and_the_html_lists_every_query(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plugin_helpers import JUDGMENTS, read_report
+
+    make_project(pytester)
+    monkeypatch.setenv("SEARCHEVAL_FAKE", "stuff")  # q3 answered with d2, which nobody judged
+    pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
+    report = read_report(pytester)
+    judged = {(q, d): g for q, d, g in JUDGMENTS}
+    for qid, entry in report["queries"].items():
+        for data in entry["profiles"].values():
+            assert data["grades"] == [judged.get((qid, d)) for d in data["ids"]]
+    assert report["queries"]["q3"]["profiles"]["hybrid"]["grades"] == [None]
+    page = (pytester.path / "searcheval-report" / "report.html").read_text()
+    table = page.split("<table id='queries'", 1)[1].split("</table>", 1)[0]
+    assert [f"data-q='{q}'" in table for q in ("q1", "q2", "q3", "q4")] == [True] * 4
+    assert "(?)" in table
+
+
+def test_history_grows_by_full_runs_only(pytester: pytest.Pytester) -> None:
+    from plugin_helpers import read_report
+
+    from pytest_searcheval.report import history
+
+    make_project(pytester)
+    path = pytester.path / "searcheval-report" / "history.jsonl"
+    first = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
+    first.stdout.fnmatch_lines(["searcheval: appended this run to searcheval-report/history.jsonl"])
+    lexical = read_report(pytester)["profiles"]["lexical"]["measures"]["nDCG@10"]["mean"]
+    pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
+    partial = pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "-k", "q2")
+    assert "appended this run" not in partial.stdout.str()
+    read = history.read(path)
+    assert read.problems == [] and len(read.entries) == 2
+    assert read.entries[0]["run"]["split"] == "test" and read.entries[0]["queries"] == 4
+    assert read.entries[1]["profiles"]["lexical"]["measures"]["nDCG@10"] == lexical
+    page = (pytester.path / "searcheval-report" / "report.html").read_text()
+    assert "History (2 full runs)" in page
+    pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "--search-eval-history=off")
+    assert len(history.read(path).entries) == 2

@@ -48,7 +48,7 @@ class Handler(BaseHTTPRequestHandler):
         SEEN.append(
             params | {"_path": [url.path], "_auth": [self.headers.get("Authorization", "")]}
         )
-        q = params.get("q", [""])[0]
+        q = params.get("q", params.get("query", [""]))[0]
         if url.path == "/healthz":
             self._send(200, {"status": "ok", "profiles": {"lexical": None, "hybrid_rerank": "no"}})
         elif q == "sleep":
@@ -58,7 +58,26 @@ class Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": "unknown asset", "field": "asset"})
         elif q == "html":
             self._send(200, None, raw=b"<html>oops</html>")
-        elif url.path in ("/discovery/search", "/s"):
+        elif url.path == "/discovery/search":
+            self._send(
+                200,
+                {
+                    "x402Version": 2,
+                    "resources": [
+                        {"resource": "https://a.example", "type": "http", "id": "a", "score": 2.0},
+                        {"resource": "https://b.example", "type": "http", "id": "b", "score": 1.0},
+                    ],
+                    "partialResults": False,
+                    "pagination": {"limit": 5, "cursor": None},
+                    "query": q,
+                    "profile": params.get("profile", ["x"])[0],
+                    "filters": {"applied": {"recipient": "G"}, "extracted": {}},
+                    "no_result": False,
+                    "model": {"id": "m", "revision": "r"},
+                    "latency_ms": 1.5,
+                },
+            )
+        elif url.path == "/s":
             self._send(
                 200,
                 {
@@ -94,17 +113,25 @@ def test_http_target_speaks_the_reference_api(server: str) -> None:
     target = HttpTarget(server + "/", token="s3cret")
     assert isinstance(target, SearchTarget)
     response = target.search(
-        "weather", profile="hybrid", limit=5, filters={"network": "stellar:testnet"}, extract=False
+        "weather",
+        profile="hybrid",
+        limit=5,
+        filters={"network": "stellar:testnet", "recipient": "G", "asset": "USDC"},
+        extract=False,
     )
     assert response.ids == ["a", "b"]
-    assert response.hits[0].resource == {"resource": "https://a.example"}
-    assert response.applied_filters == {"network": "stellar:testnet"}
+    assert response.hits[0].resource is not None
+    assert response.hits[0].resource["resource"] == "https://a.example"
+    assert response.applied_filters == {"recipient": "G"}
     assert response.meta["model"] == {"id": "m", "revision": "r"}
     assert response.latency_ms is not None and response.latency_ms > 0
     sent = SEEN[-1]
     assert sent["_path"] == ["/discovery/search"]
-    assert sent["q"] == ["weather"] and sent["profile"] == ["hybrid"] and sent["limit"] == ["5"]
+    assert sent["query"] == ["weather"] and sent["profile"] == ["hybrid"]
+    assert sent["limit"] == ["5"] and "q" not in sent
     assert sent["network"] == ["stellar:testnet"] and sent["extract"] == ["false"]
+    # filters under the protocol's names; asset has none and goes as the engine's extra
+    assert sent["payTo"] == ["G"] and sent["asset"] == ["USDC"] and "recipient" not in sent
     assert sent["_auth"] == ["Bearer s3cret"]
     assert target.profiles() == {"lexical": None, "hybrid_rerank": "no"}
     assert target.describe()["status"] == "ok"

@@ -1,0 +1,259 @@
+"""How a run ends: stop signals turned into an orderly unwind, and what dead runs left behind.
+
+Signals. PostgreSQL, the run's schema and the embedded server's directory are released by
+``with`` blocks and ``finally`` clauses (Engine.close, EmbeddedServer.stop). Python runs those
+on SIGINT (KeyboardInterrupt) but not on SIGTERM or SIGHUP, whose default action ends the
+process at once. :func:`stop_on_signals` makes all three raise :class:`Stopped` (a
+KeyboardInterrupt, so pytest and every ``except KeyboardInterrupt`` treat it as Ctrl-C) in the
+main thread; a later signal while the first one unwinds is reported and ignored, so cleanup is
+not cut short. A caller that owns an event loop (``serve``) passes ``on_signal`` to be told
+instead, and stops its loop itself.
+
+Leftovers. Only SIGKILL (or a power cut) skips every cleanup. Each embedded server's temporary
+directory holds an owner file (``OWNER_FILE``: tool, pid, process start time, host, pid
+namespace); :func:`reap_dead_servers` finds directories whose owner process is gone, stops the
+PostgreSQL that still runs in them and deletes them. It touches nothing without our owner file,
+nothing owned by another user, nothing whose owner is alive or on another host, and only a
+postmaster whose data directory lies inside the directory being removed. Marked schemas of dead
+runs on a server of the user's are dropped by engine/isolation.py (drop_stale_schemas).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "OWNER_FILE",
+    "SERVER_DIR_PREFIX",
+    "STOP_SIGNALS",
+    "Stopped",
+    "reap_dead_servers",
+    "stop_on_signals",
+    "write_owner",
+]
+
+MARKER_TOOL = "pytest-searcheval"
+OWNER_FILE = "searcheval-owner.json"
+SERVER_DIR_PREFIX = "searcheval-pg-"
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal arrived; raised in the main thread so that every cleanup runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        """The shell's convention for a process ended by signal N: 128 + N."""
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def stop_on_signals(
+    on_signal: Callable[[int], bool] | None = None,
+    *,
+    say: Callable[[str], None] | None = None,
+) -> Iterator[list[int]]:
+    """Within the block, SIGTERM, SIGINT and SIGHUP raise :class:`Stopped` in the main thread.
+
+    ``on_signal(signum)`` is asked first; when it returns True the signal was handled (for
+    example an event loop was told to stop) and nothing is raised. The block receives the list
+    of signals seen. Only the first signal acts; later ones are reported through ``say`` and
+    ignored, so that a second Ctrl-C cannot interrupt the cleanup the first one started (SIGKILL
+    still ends the process, and the next start removes what it left). Outside the main thread
+    (where Python cannot set handlers) the block runs with the handlers unchanged.
+    """
+    seen: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    tell = say or (lambda message: print(message, file=sys.stderr, flush=True))
+
+    def handler(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        if len(seen) > 1:
+            tell(
+                f"{signal.Signals(signum).name}: already stopping, cleaning up"
+                " (SIGKILL abandons the cleanup; the next start removes what is left)"
+            )
+            return
+        if on_signal is not None and on_signal(signum):
+            return
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield seen
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+# --- owners of embedded servers --------------------------------------------------------------
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _process_start(pid: int) -> float | None:
+    try:
+        import psutil
+
+        return float(psutil.Process(pid).create_time())
+    except Exception:
+        return None
+
+
+def write_owner(directory: Path) -> None:
+    """Record this process as the owner of ``directory`` (written atomically)."""
+    pid = os.getpid()
+    data = {
+        "tool": MARKER_TOOL,
+        "pid": pid,
+        "pid_started": _process_start(pid),
+        "host": socket.gethostname(),
+        "pidns": _pid_namespace(),
+        "created_at": time.time(),
+    }
+    tmp = directory / f".{OWNER_FILE}.tmp"
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, directory / OWNER_FILE)
+
+
+@dataclass(frozen=True)
+class Owner:
+    pid: int
+    pid_started: float | None
+    host: str | None
+    pidns: str | None
+
+
+def read_owner(directory: Path) -> Owner | None:
+    """The owner recorded in ``directory``, or None when it holds no valid owner file of ours."""
+    path = directory / OWNER_FILE
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > 4096:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("tool") != MARKER_TOOL:
+        return None
+    pid = data.get("pid")
+    started = data.get("pid_started")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return None
+    return Owner(
+        pid=pid,
+        pid_started=float(started) if isinstance(started, int | float) else None,
+        host=data.get("host") if isinstance(data.get("host"), str) else None,
+        pidns=data.get("pidns") if isinstance(data.get("pidns"), str) else None,
+    )
+
+
+def owner_is_dead(owner: Owner) -> bool:
+    """True only when the owner ran here (same host and pid namespace) and is gone for sure:
+    no such pid, or the pid now belongs to a process started at another time."""
+    if owner.host != socket.gethostname() or owner.pidns != _pid_namespace():
+        return False
+    import psutil
+
+    try:
+        proc = psutil.Process(owner.pid)
+        started = proc.create_time()
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False  # cannot tell: treat as alive
+    if owner.pid_started is not None and abs(started - owner.pid_started) > 1.0:
+        return True
+    return bool(proc.status() == psutil.STATUS_ZOMBIE)
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(directory.resolve())
+    except OSError:
+        return False
+
+
+def _stop_postmaster(directory: Path, timeout: float = 10.0) -> str | None:
+    """Stop the PostgreSQL whose data directory lies inside ``directory``; returns what was done.
+
+    The pid comes from ``postmaster.pid``; it is acted on only when that process's working
+    directory (PostgreSQL runs in its data directory) is inside ``directory``.
+    """
+    import psutil
+
+    for pidfile in directory.glob("*/postmaster.pid"):
+        try:
+            pid = int(pidfile.read_text(encoding="utf-8").splitlines()[0])
+            proc = psutil.Process(pid)
+            cwd = Path(proc.cwd())
+        except (OSError, ValueError, IndexError, psutil.Error):
+            continue
+        if not _inside(cwd, directory):
+            continue
+        # SIGQUIT is PostgreSQL's immediate shutdown: the postmaster ends its children itself.
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGQUIT)
+            proc.wait(timeout)
+            return f"stopped PostgreSQL (pid {pid})"
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+            return f"killed PostgreSQL (pid {pid})"
+    return None
+
+
+def reap_dead_servers(root: Path | None = None) -> list[str]:
+    """Remove the embedded-server directories of dead runs under ``root`` (the temp directory).
+
+    Returns one line per directory removed. A directory is removed only when it is a real
+    directory (not a symlink) named ``SERVER_DIR_PREFIX*``, owned by our effective uid, holding
+    our owner file, and its owner is dead (see :func:`owner_is_dead`).
+    """
+    base = Path(root) if root is not None else Path(tempfile.gettempdir())
+    done: list[str] = []
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return done
+    for path in sorted(entries):
+        if not path.name.startswith(SERVER_DIR_PREFIX):
+            continue
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            continue
+        owner = read_owner(path)
+        if owner is None or not owner_is_dead(owner):
+            continue
+        action = _stop_postmaster(path)
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            done.append(f"{path} (run pid {owner.pid}){'; ' + action if action else ''}")
+    return done

@@ -1,0 +1,94 @@
+"""Hard filters of a query: parsed, merged with the extracted ones, and applied to a ranking.
+
+The predicate itself is the x402 layer's SQL (engine/x402.py); constraint extraction is
+engine/extract.py. Filters only ever remove listings from a ranking, never reorder it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from psycopg import sql
+
+from pytest_searcheval.engine import extract as extraction
+from pytest_searcheval.engine import x402
+from pytest_searcheval.engine.catalog import Catalog
+
+if TYPE_CHECKING:
+    from pytest_searcheval.collection.model import Asset
+    from pytest_searcheval.engine.isolation import IsolatedSchema
+
+#: distinct filter combinations memoised per catalog version before the memo starts over
+FILTER_MEMO_SIZE = 256
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """What a query asks for: the text to rank, the filters applied, the ones extracted."""
+
+    text: str
+    applied: x402.Filters
+    extracted: dict[str, str]
+
+
+def constraints(
+    q: str, filters: Mapping[str, Any] | None, *, extract: bool, assets: Sequence[Asset]
+) -> Constraints:
+    """Explicit filters beat extracted ones key by key; invalid values raise
+    ``x402.FilterError`` (a ValueError naming the field)."""
+    applied = x402.parse_filters(filters, assets)
+    extracted: dict[str, str] = {}
+    text = q
+    if extract:
+        found = extraction.extract(q, assets)
+        found_filters = x402.parse_filters(found.filters, assets)
+        extracted = found_filters.to_dict()
+        applied = applied.merged_over(found_filters)
+        text = found.text or q
+    return Constraints(text, applied, extracted)
+
+
+def candidate_query(applied: x402.Filters) -> tuple[sql.Composable | None, dict[str, Any]]:
+    """The hard-filter predicate as a sub-query of candidate ``doc_id``s (None: no filter)."""
+    if not applied:
+        return None, {}
+    fragment, params = x402.to_sql(applied, doc="d", prefix="xf_")
+    query = sql.SQL("SELECT d.id AS doc_id FROM documents d WHERE ") + sql.SQL(fragment)
+    return query, dict(params)
+
+
+def satisfying(
+    applied: x402.Filters,
+    ids: Sequence[str],
+    *,
+    schema: IsolatedSchema,
+    catalog: Catalog,
+    exact: bool,
+) -> set[str]:
+    """The ids among ``ids`` whose listing satisfies the hard filters ``applied``.
+
+    Exact-scan catalogs evaluate the predicate once over every listing and memoise the set
+    per filter combination until the next write; HNSW catalogs check only ``ids``.
+    """
+    if not ids:
+        return set()
+    fragment, params = x402.to_sql(applied, doc="d", prefix="xf_")
+    if exact:
+        key = tuple(sorted(applied.to_dict().items()))
+        found = catalog.filter_cache.get(key)
+        if found is None:
+            query = sql.SQL("SELECT d.id FROM documents d WHERE ") + sql.SQL(fragment)
+            with schema.connection() as conn:
+                found = frozenset(str(r[0]) for r in conn.execute(query, params).fetchall())
+            if len(catalog.filter_cache) >= FILTER_MEMO_SIZE:
+                catalog.filter_cache = {}
+            catalog.filter_cache[key] = found
+        return set(found)
+    query = sql.SQL("SELECT d.id FROM documents d WHERE d.id = ANY(%(xf_ids)s) AND ") + (
+        sql.SQL(fragment)
+    )
+    with schema.connection() as conn:
+        rows = conn.execute(query, {**params, "xf_ids": list(ids)}).fetchall()
+    return {str(r[0]) for r in rows}

@@ -1,0 +1,291 @@
+"""The profile pipelines: one query through the engine, step by step.
+
+1. :func:`check`: the profile exists and can serve, the limit is in range;
+2. :func:`plan`: constraints (explicit and extracted filters), list depth, candidate sub-query;
+3. :func:`retrieve`: the lexical and dense lists (concurrently for fused profiles);
+4. :func:`order`: the profile's ordering (one list as is, or fusion, the adversarial
+   corrections and the cross-encoder head for the fused ones);
+5. :func:`restrict`: hard filters (fused profiles) and tombstones remove listings;
+6. the no-result decision over what survived (engine/decision.py);
+7. :func:`respond`: the ``/discovery/search`` body.
+
+Fusion is rank-based, so fused profiles rank over the UNFILTERED catalog and the filters
+restrict the fused list afterwards (a filter can only remove). Pointwise scores (BM25F with
+collection-wide statistics, cosine) do not depend on the candidate set, so the single-list
+profiles push the filter into SQL, which is already a pure restriction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from pytest_searcheval.engine import bm25, decision, dense, fusion, index, restrict
+from pytest_searcheval.engine.documents import rerank_text, resource_body
+from pytest_searcheval.engine.rerank import rerank_head
+from pytest_searcheval.engine.settings import MAX_LIMIT, PROFILES, ProfileUnavailable
+
+if TYPE_CHECKING:
+    from psycopg import sql
+
+    from pytest_searcheval.engine.core import Engine
+
+Ranking = list[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    profile: str
+    limit: int
+    query: restrict.Constraints
+    #: how deep each list is ranked
+    depth: int
+    #: the hard filters as a sub-query of candidate ids (single-list profiles only)
+    candidates: sql.Composable | None = None
+    candidate_params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def lexical(self) -> bool:
+        return self.profile != "semantic"
+
+    @property
+    def dense(self) -> bool:
+        return self.profile != "lexical"
+
+    @property
+    def fused(self) -> bool:
+        return self.profile in ("hybrid", "hybrid_rerank")
+
+
+@dataclass(frozen=True)
+class Lists:
+    """The retrieved lists; an absent one is empty."""
+
+    lexical: list[bm25.LexicalHit]
+    total_idf: float
+    dense: list[dense.DenseHit]
+
+    def keep(self, allowed: Any) -> Lists:
+        """Only the hits whose id ``allowed`` contains."""
+        return replace(
+            self,
+            lexical=[h for h in self.lexical if h.doc_id in allowed],
+            dense=[h for h in self.dense if h.doc_id in allowed],
+        )
+
+    def drop(self, gone: set[str]) -> Lists:
+        return replace(
+            self,
+            lexical=[h for h in self.lexical if h.doc_id not in gone],
+            dense=[h for h in self.dense if h.doc_id not in gone],
+        )
+
+
+def run(
+    engine: Engine,
+    q: str,
+    *,
+    profile: str,
+    limit: int,
+    filters: Mapping[str, Any] | None,
+    extract: bool,
+    apply_threshold: bool = True,
+) -> dict[str, Any]:
+    """The response to one query; raises ``ProfileUnavailable`` / ``ValueError``."""
+    started = time.perf_counter()
+    check(engine, profile, limit)
+    p = plan(engine, q, profile=profile, limit=limit, filters=filters, extract=extract)
+    lists = retrieve(engine, p)
+    ranked, head_scores = order(engine, p, lists)
+    ranked, lists = restrict_ranking(engine, p, ranked, lists)
+    found = decision.features(
+        lexical=lists.lexical if p.lexical else None,
+        total_idf=lists.total_idf,
+        dense_hits=lists.dense,
+        ranked=ranked,
+        head_scores=head_scores,
+    )
+    rule = (engine.settings.no_result or {}).get(profile)
+    made = decision.decide(found, rule, apply_threshold=apply_threshold, empty=not ranked)
+    return respond(engine, q, p, ranked, made, started)
+
+
+def check(engine: Engine, profile: str, limit: int) -> None:
+    if profile not in PROFILES:
+        raise ValueError(f"profile: expected one of {', '.join(PROFILES)}, got {profile!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ValueError(f"limit: expected an integer in [1, {MAX_LIMIT}], got {limit!r}")
+    reason = engine.profiles()[profile]
+    if reason is not None:
+        raise ProfileUnavailable(f"profile {profile} is unavailable: {reason}")
+
+
+def plan(
+    engine: Engine,
+    q: str,
+    *,
+    profile: str,
+    limit: int,
+    filters: Mapping[str, Any] | None,
+    extract: bool,
+) -> Plan:
+    query = restrict.constraints(q, filters, extract=extract, assets=engine.assets)
+    if profile in ("hybrid", "hybrid_rerank"):
+        # Exact scan: every document with any signal; HNSW: the documented candidate depth.
+        depth = len(engine.catalog) if not engine.hnsw else engine.settings.fusion.candidate_depth
+        depth = max(depth, limit, engine.settings.rerank_depth, 1)
+        return Plan(profile, limit, query, depth)
+    candidates, params = restrict.candidate_query(query.applied)
+    return Plan(profile, limit, query, limit + len(engine.catalog.tombstones), candidates, params)
+
+
+def retrieve(engine: Engine, p: Plan) -> Lists:
+    text = p.query.text
+
+    def lexical() -> tuple[list[bm25.LexicalHit], float]:
+        with engine.schema.connection() as conn, conn.transaction():
+            return bm25.search(
+                conn,
+                index.query_terms(text),
+                engine.settings.bm25,
+                n_docs=len(engine.catalog),
+                limit=p.depth,
+                candidates=p.candidates,
+                candidate_params=p.candidate_params,
+                df_cache=engine.catalog.df_cache,
+            )
+
+    lex: list[bm25.LexicalHit] = []
+    total_idf = 0.0
+    sem: list[dense.DenseHit] = []
+    pending: Future[tuple[list[bm25.LexicalHit], float]] | None = None
+    if p.lexical and p.dense:
+        # The lexical SQL runs on its own pooled connection while this thread encodes the
+        # query (torch releases the GIL), so a cache miss costs max(encode, SQL), not the sum.
+        pending = engine.lexical_pool.submit(lexical)
+    elif p.lexical:
+        lex, total_idf = lexical()
+    if p.dense:
+        qvec = engine.embedder.embed_one(text)
+        if qvec is not None:
+            with engine.schema.connection() as conn, conn.transaction():
+                sem = dense.search(
+                    conn,
+                    qvec,
+                    limit=p.depth,
+                    exact=not engine.hnsw,
+                    ef_search=min(max(engine.settings.dense.ef_search, p.depth), 1000),
+                    candidates=p.candidates,
+                    candidate_params=p.candidate_params,
+                )
+    if pending is not None:
+        lex, total_idf = pending.result()
+    return Lists(lex, total_idf, sem)
+
+
+def order(engine: Engine, p: Plan, lists: Lists) -> tuple[Ranking, dict[str, float]]:
+    """(the profile's ranking, head id -> cross-encoder score for ``hybrid_rerank``)."""
+    if p.profile == "lexical":
+        return [(h.doc_id, h.score) for h in lists.lexical], {}
+    if p.profile == "semantic":
+        return [(h.doc_id, h.score) for h in lists.dense], {}
+    ranked = fusion.rrf(
+        {
+            "lexical": [h.doc_id for h in lists.lexical],
+            "semantic": [h.doc_id for h in lists.dense],
+        },
+        engine.settings.fusion,
+        engine.catalog.priors,
+        depth=p.depth,
+        title_match=title_match(engine, p.query.text, lists),
+    )
+    ranked = adversarial(engine, ranked)
+    if p.profile != "hybrid_rerank":
+        return ranked, {}
+    docs = engine.catalog.docs
+    depth = engine.settings.rerank_depth
+    passages = {d: rerank_text(docs[d]) for d, _ in ranked[:depth] if d in docs}
+    return rerank_head(engine.reranker, p.query.text, ranked, passages, depth=depth)
+
+
+def title_match(engine: Engine, text: str, lists: Lists) -> dict[str, float] | None:
+    if not engine.settings.fusion.title_weight:
+        return None
+    titles = engine.catalog.titles
+    if not engine.hnsw:
+        return titles.match(text)
+    # HNSW catalogs: only the head of each candidate list (a common title word would
+    # otherwise make the index walk most of a large catalog).
+    top = engine.settings.fusion.title_depth
+    return titles.match_among(
+        text, [h.doc_id for h in lists.lexical[:top]] + [h.doc_id for h in lists.dense[:top]]
+    )
+
+
+def adversarial(engine: Engine, ranked: Ranking) -> Ranking:
+    """Stuffing penalty, then near-duplicate collapse (engine/dedup.py); both pointwise in
+    the listing, applied before any restriction so that filters and deletes only remove."""
+    params = engine.settings.dedup
+    catalog = engine.catalog
+    if params.stuffing_weight > 0:
+        weight = params.stuffing_weight
+        ranked = [(d, s * (1.0 - weight * catalog.stuffing.get(d, 0.0))) for d, s in ranked]
+        ranked.sort(key=lambda item: (-item[1], item[0]))
+    if params.collapse:
+        ranked = catalog.groups.collapse(ranked)
+    return ranked
+
+
+def restrict_ranking(
+    engine: Engine, p: Plan, ranked: Ranking, lists: Lists
+) -> tuple[Ranking, Lists]:
+    """Hard filters (fused profiles; the single lists were filtered in SQL), then tombstones."""
+    applied = p.query.applied
+    if p.fused and applied:
+        allowed = restrict.satisfying(
+            applied,
+            [d for d, _ in ranked],
+            schema=engine.schema,
+            catalog=engine.catalog,
+            exact=not engine.hnsw,
+        )
+        ranked = [(d, s) for d, s in ranked if d in allowed]
+        lists = lists.keep(allowed)
+    gone = engine.catalog.tombstones
+    if gone:
+        ranked = [(d, s) for d, s in ranked if d not in gone]
+        lists = lists.drop(gone)
+    return ranked, lists
+
+
+def respond(
+    engine: Engine,
+    q: str,
+    p: Plan,
+    ranked: Ranking,
+    made: decision.Decision,
+    started: float,
+) -> dict[str, Any]:
+    docs = engine.catalog.docs
+    results = (
+        []
+        if made.no_result
+        else [
+            {"id": d, "score": round(s, 6), "resource": resource_body(docs[d])}
+            for d, s in ranked[: p.limit]
+            if d in docs
+        ]
+    )
+    return {
+        "query": q,
+        "profile": p.profile,
+        "results": results,
+        "filters": {"applied": p.query.applied.to_dict(), "extracted": p.query.extracted},
+        "no_result": made.no_result,
+        "confidence": made.as_dict(),
+        "model": engine.model_info(),
+        "latency_ms": round((time.perf_counter() - started) * 1000.0, 3),
+    }
