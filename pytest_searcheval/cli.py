@@ -118,6 +118,121 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_collection(args: argparse.Namespace, reports: Sequence[dict[str, Any]]) -> Any:
+    from pytest_searcheval.collection import CollectionError, load, load_trec
+
+    try:
+        if args.trec_qrels or args.trec_topics:
+            if not (args.trec_qrels and args.trec_topics):
+                raise SystemExit("searcheval pool: --trec-qrels and --trec-topics go together")
+            return load_trec(
+                qrels=args.trec_qrels, topics=args.trec_topics, corpus=args.trec_corpus
+            )
+        path = args.collection
+        if not path and reports:
+            path = (reports[0].get("collection") or {}).get("path")
+        if not path:
+            raise SystemExit(
+                "searcheval pool: which collection? pass --collection DIR (or a report, whose "
+                "collection.path names it)"
+            )
+        return load(path)
+    except CollectionError as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def _pool(args: argparse.Namespace) -> int:
+    from pytest_searcheval.collection import read_run
+    from pytest_searcheval.collection.model import CollectionError
+    from pytest_searcheval.pooling import (
+        PoolError,
+        build_pool,
+        rubric_for,
+        runs_of_report,
+        runs_of_trec,
+        write_packs,
+        write_recipe,
+    )
+
+    if not args.reports and not args.run:
+        raise SystemExit("searcheval pool: name at least one report.json or --run FILE")
+    reports = [_load_report(Path(r)) for r in args.reports]
+    collection = _load_collection(args, reports)
+    profiles = [p.strip() for p in args.profiles.split(",") if p.strip()] if args.profiles else None
+    judges = [j.strip() for j in args.judges.split(",") if j.strip()]
+    out = Path(args.out)
+    runs: dict[str, Any] = {}
+    try:
+        for name, report in zip(args.reports, reports, strict=True):
+            hashes = (report.get("collection") or {}).get("hashes") or {}
+            for part in ("corpus", "queries"):
+                if hashes.get(part) and hashes.get(part) != collection.hashes.get(part):
+                    print(
+                        f"searcheval pool: note: {name} was run on other {part} than the "
+                        f"collection's ({hashes.get(part)} vs {collection.hashes.get(part)})"
+                    )
+            runs.update(runs_of_report(report, name, profiles))
+        for path in args.run or []:
+            try:
+                runs.update(runs_of_trec(read_run(path), Path(path).name))
+            except CollectionError as exc:
+                raise SystemExit(str(exc)) from None
+        pool = build_pool(collection, runs, args.depth)
+        rubric = rubric_for(collection, Path(args.rubric) if args.rubric else None)
+        started = [j for j in judges if (out / j / "answers.tsv").exists()]
+        if started and not args.force:
+            raise SystemExit(
+                f"searcheval pool: {out / started[0] / 'answers.tsv'} exists (a judge may have "
+                "started grading); choose another --out or pass --force to overwrite"
+            )
+        queries = len(pool.pairs)
+        print(
+            f"pool: {pool.size} unjudged pairs over {queries} queries from the top {pool.depth} "
+            f"of {len(runs)} runs ({pool.judged} candidates already judged, left out)"
+        )
+        if not pool.size:
+            print("nothing to judge: every candidate is judged already")
+            return 0
+        for judge in judges:
+            packs = write_packs(
+                collection,
+                pool,
+                judge,
+                out,
+                rubric=rubric,
+                pairs_per_pack=args.pairs_per_pack,
+                seed=args.seed,
+            )
+            print(
+                f"  {judge}: {len(packs.packs)} packs, {packs.pairs} documents -> "
+                f"{out / judge}/ (answers: {packs.answers}); key: {packs.key}"
+            )
+        recipe = write_recipe(pool, out, [*args.reports, *(args.run or [])], collection.hashes)
+        print(f"  recipe: {recipe} (keep keys/ away from the judges)")
+    except PoolError as exc:
+        raise SystemExit(f"searcheval pool: {exc}") from None
+    return 0
+
+
+def _pool_collect(args: argparse.Namespace) -> int:
+    from pytest_searcheval.collection.agree import write_judgments_tsv
+    from pytest_searcheval.pooling import PoolError, collect
+
+    answers = [Path(a) for a in args.answers]
+    try:
+        judgments = collect(Path(args.key), answers)
+    except PoolError as exc:
+        raise SystemExit(f"searcheval pool-collect: {exc}") from None
+    import io
+
+    buffer = io.StringIO()
+    write_judgments_tsv(judgments, buffer)
+    write_atomic(Path(args.out), buffer.getvalue())
+    n = sum(len(v) for v in judgments.values())
+    print(f"searcheval: wrote {args.out}: {n} grades over {len(judgments)} queries")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="searcheval",
@@ -151,6 +266,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="exit 1 when B is below A on a measure with Holm-corrected p <= ALPHA",
     )
     cmp.set_defaults(func=_compare)
+    pool = sub.add_parser(
+        "pool", help="blind judging packs for the unjudged top results of the current runs"
+    )
+    pool.add_argument("reports", nargs="*", help="report.json files whose profiles are runs")
+    pool.add_argument("--run", action="append", help="a TREC run file (repeatable)")
+    pool.add_argument("--collection", help="collection directory (default: the first report's)")
+    pool.add_argument("--trec-qrels", help="TREC qrels file (instead of --collection)")
+    pool.add_argument("--trec-topics", help="TREC topics file (with --trec-qrels)")
+    pool.add_argument("--trec-corpus", help="TREC corpus (.jsonl or SGML <DOC> file)")
+    pool.add_argument("--depth", type=_positive, default=10, help="top k of each run (10)")
+    pool.add_argument("--profiles", help="comma-separated profiles of the reports (default: all)")
+    pool.add_argument("--judges", default="a,b", help="comma-separated judge names (a,b)")
+    pool.add_argument("--out", default="judging", help="output directory (judging/)")
+    pool.add_argument("--pairs-per-pack", type=_positive, default=250)
+    pool.add_argument("--rubric", help="rubric file (default: qrels/rubric.md or built-in)")
+    pool.add_argument("--seed", default="", help="extra seed of the shuffles")
+    pool.add_argument("--force", action="store_true", help="overwrite started answer files")
+    pool.set_defaults(func=_pool)
+    col = sub.add_parser("pool-collect", help="a judge's answers -> judgments TSV")
+    col.add_argument("--key", required=True, help="judging/keys/<judge>.json")
+    col.add_argument("--answers", action="append", required=True, help="answers file(s)")
+    col.add_argument("--out", required=True, help="judgments TSV to write (e.g. qrels/raw/a.tsv)")
+    col.set_defaults(func=_pool_collect)
+    from pytest_searcheval.collection.cli import AGREE_HELP, agree_arguments
+
+    agree_arguments(sub.add_parser("agree", help=AGREE_HELP))
     ver = sub.add_parser("baseline-verify", help="compare the baseline with its git tag's copy")
     ver.add_argument("--baseline", default="baselines/baseline.json")
     ver.add_argument("--strict", action="store_true", help="unverified (no git/tag) fails too")

@@ -67,6 +67,36 @@ def _agree(args: argparse.Namespace) -> int:
     return 0
 
 
+AGREE_HELP = "judge agreement of two judgment TSVs and their merge"
+
+
+def agree_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``agree`` command's arguments (also ``searcheval agree``)."""
+    p.add_argument("a", help="judge A's judgments TSV (query_id, doc_id, grade)")
+    p.add_argument("b", help="judge B's judgments TSV, the same pairs")
+    p.add_argument("--out", help="write the merged judgments TSV (only when nothing is pending)")
+    p.add_argument("--adjudicate", help="adjudication TSV: read resolutions, write pending rows")
+    p.add_argument("--grades", default="0,1,2,3", help="grade scale (default 0,1,2,3)")
+    p.set_defaults(func=agree)
+
+
+def agree(args: argparse.Namespace) -> int:
+    """``agree``: exit 0 merged (and written), 3 pairs await adjudication, 2 bad input."""
+    return _run(_agree, args)
+
+
+def _run(func: Any, args: argparse.Namespace) -> int:
+    """A command's exit status; bad input is reported on stderr with exit status 2."""
+    try:
+        return int(func(args))
+    except CollectionError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
 def _atomic_write(path: Path, write: Any) -> None:
     import os
 
@@ -122,13 +152,7 @@ def _overrides(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_searcheval.collection")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("agree", help="judge agreement of two judgment TSVs and their merge")
-    p.add_argument("a")
-    p.add_argument("b")
-    p.add_argument("--out", help="write the merged judgments TSV (only when nothing is pending)")
-    p.add_argument("--adjudicate", help="adjudication TSV: read resolutions, write pending rows")
-    p.add_argument("--grades", default="0,1,2,3", help="grade scale (default 0,1,2,3)")
-    p.set_defaults(func=_agree)
+    agree_arguments(sub.add_parser("agree", help=AGREE_HELP))
     p = sub.add_parser("check", help="validate a collection directory and print its hashes")
     p.add_argument("path")
     p.set_defaults(func=_check)
@@ -144,11 +168,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.set_defaults(func=_overrides)
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except CollectionError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return _run(args.func, args)

@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from pytest_searcheval.collection.io import (
+    DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_LINE_BYTES,
+    InputRefused,
     Problems,
     iter_jsonl,
     iter_lines,
+    open_regular,
 )
 from pytest_searcheval.collection.model import Document
 
@@ -250,8 +253,12 @@ def read_trec_topics(
         return {}
     out: dict[str, tuple[str, int]] = {}
     try:
-        with path.open("rb") as fh:
+        fh, _ = open_regular(path, max(max_bytes, DEFAULT_MAX_FILE_BYTES))
+        with fh:
             head = fh.read(65536)
+    except InputRefused as exc:
+        problems.add(name, None, None, str(exc))
+        return {}
     except OSError as exc:
         problems.add(name, None, None, f"cannot open: {exc.strerror or exc}")
         return {}
@@ -266,11 +273,16 @@ def read_trec_topics(
                 continue
             _put_topic(out, qid.strip(), body.strip(), line, name, problems)
         return out
-    size = path.stat().st_size
-    if size > max_bytes:
-        problems.add(name, None, None, f"topic file is {size} bytes, larger than {max_bytes}")
+    try:
+        fh, _ = open_regular(path, max_bytes)
+        with fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        problems.add(name, None, None, f"topic file {exc}")
         return {}
-    data = path.read_bytes()
+    if len(data) > max_bytes:
+        problems.add(name, None, None, f"topic file is larger than {max_bytes} bytes")
+        return {}
     try:
         content = data.decode("utf-8")
     except UnicodeDecodeError:
