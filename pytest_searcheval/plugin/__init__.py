@@ -55,6 +55,12 @@ def pytest_configure(config: pytest.Config) -> None:
     _load_baseline(state)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(SessionHooks(state), "searcheval-session")
+    if not hasattr(config, "workerinput"):
+        from pytest_searcheval.plugin.phases import PhaseRecorder
+
+        config.pluginmanager.register(
+            PhaseRecorder(state.latency_ms, lambda: _facts(state)), "searcheval-phases"
+        )
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_searcheval.plugin.transport import XdistTransport
 
@@ -65,6 +71,12 @@ def _wanted(config: pytest.Config) -> bool:
     return bool(
         config.getoption("search_eval", None) or config.getoption("search_eval_update_baseline", None)
     )
+
+
+def _facts(state: EvalState) -> dict[str, Any] | None:
+    from pytest_searcheval.plugin.finish import merged_facts
+
+    return merged_facts(state)
 
 
 def _load_baseline(state: EvalState) -> None:
