@@ -1,4 +1,4 @@
-"""Developer sessions: tests, eval, latency, lint, typecheck, bench.
+"""Developer sessions: tests, eval, latency, lint, typecheck, bench, schemathesis, load.
 
 Every session installs the project into its own virtual environment. torch is pinned to the
 CPU-only 2.13.0 build where one is available, so that sentence-transformers does not pull a
@@ -17,7 +17,7 @@ TORCH = "torch==2.13.0"
 
 def _install(session: nox.Session) -> None:
     session.install(TORCH)
-    session.install("-e", ".[test]")
+    session.install("-e", ".[engine,test]")
 
 
 @nox.session
@@ -25,6 +25,15 @@ def tests(session: nox.Session) -> None:
     """The project's own test suite (unit, engine, plugin), two xdist workers."""
     _install(session)
     session.run("pytest", "-n", "2", *session.posargs)
+
+
+@nox.session
+def floor(session: nox.Session) -> None:
+    """The plugin's tests on the floor versions of pytest and the core dependencies (what
+    pyproject.toml promises), with the core install alone."""
+    session.install("pytest==8.4.0", "numpy==1.26.4", "pyyaml==6.0", "httpx==0.27.0")
+    session.install("--no-deps", ".")
+    session.run("pytest", "-p", "no:cacheprovider", "tests/plugin/test_plugin.py", *session.posargs)
 
 
 @nox.session
@@ -64,3 +73,13 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_metrics.py", *session.posargs)
     session.run("python", "benchmarks/bench_engine.py")
     session.run("python", "benchmarks/bench_plugin.py")
+
+
+@nox.session
+def schemathesis(session: nox.Session) -> None:
+    """schemathesis against the engine's published OpenAPI document (/openapi.json): the
+    server on 127.0.0.1, a token of its own, bounded by --max-examples per operation and a
+    timeout for the run (benchmarks/fuzz_openapi.py --help)."""
+    _install(session)
+    session.install("schemathesis>=4.0")
+    session.run("python", "benchmarks/fuzz_openapi.py", *session.posargs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection as Collection_
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -385,9 +386,12 @@ def read_trec_run(
     problems: Problems,
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    known_queries: Collection_[str] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """TREC run: ``qid Q0 docid rank score tag`` -> {qid: {docid: score}}."""
+    """TREC run: ``qid Q0 docid rank score tag`` -> {qid: {docid: score}}. With
+    ``known_queries``, a query the collection does not have is a problem at its first line."""
     run: dict[str, dict[str, float]] = {}
+    unknown: set[str] = set()
     for line, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
         parts = text.split()
         if not parts:
@@ -413,6 +417,11 @@ def read_trec_run(
             continue
         if not math.isfinite(value):
             problems.add(name, line, "score", f"expected a finite number, got {score!r}")
+            continue
+        if known_queries is not None and qid not in known_queries:
+            if qid not in unknown:
+                unknown.add(qid)
+                problems.add(name, line, "qid", f"query {qid!r} is not a query of the collection")
             continue
         docs = run.setdefault(qid, {})
         if did in docs:
