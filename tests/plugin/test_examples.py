@@ -78,3 +78,30 @@ def test_beir_example_gate_fails_when_the_engine_gets_worse(tmp_path: Path) -> N
     done = _pytest(work)
     assert done.returncode != 0
     assert "[failed] stemmed nDCG@10 vs baseline" in done.stdout
+
+
+def test_trec_example_runs_are_what_make_runs_writes() -> None:
+    pytest.importorskip("tantivy")
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "trec-runs" / "make_runs.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="needs --search-eval-run")
+def test_two_trec_runs_with_the_gate_on_one(tmp_path: Path) -> None:
+    work = _copy("trec-runs", tmp_path)
+    done = _pytest(work)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = _report(work)
+    assert report["run"]["gated_profile"] == "stemmed"
+    assert report["run"]["queries_run"] == 22
+    assert all(report["profiles"][p]["available"] for p in ("plain", "stemmed"))
+    pair = {(c["a"], c["b"], c["measure"]) for c in report["comparisons"]}
+    assert {("plain", "stemmed", "nDCG@10"), ("plain", "stemmed", "R@20")} <= pair
+    rules = {r["name"]: r["status"] for r in report["gate"]["rules"]}
+    assert rules["stemmed >= plain on nDCG@10"] == "passed"
