@@ -17,7 +17,7 @@ TORCH = "torch==2.13.0"
 
 def _install(session: nox.Session) -> None:
     session.install(TORCH)
-    session.install("-e", ".[test]")
+    session.install("-e", ".[engine,test]")
 
 
 @nox.session
@@ -25,6 +25,15 @@ def tests(session: nox.Session) -> None:
     """The project's own test suite (unit, engine, plugin), two xdist workers."""
     _install(session)
     session.run("pytest", "-n", "2", *session.posargs)
+
+
+@nox.session
+def floor(session: nox.Session) -> None:
+    """The plugin's tests on the floor versions of pytest and the core dependencies (what
+    pyproject.toml promises), with the core install alone."""
+    session.install("pytest==8.4.0", "numpy==1.26.4", "pyyaml==6.0", "httpx==0.27.0")
+    session.install("--no-deps", ".")
+    session.run("pytest", "-p", "no:cacheprovider", "tests/plugin/test_plugin.py", *session.posargs)
 
 
 @nox.session

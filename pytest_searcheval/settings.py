@@ -1,31 +1,33 @@
-"""Plugin configuration: ``--search-eval-*`` options mirrored by ``search_eval_*`` ini keys.
+"""Every setting of an evaluation run, declared once.
 
-Precedence is CLI > ini > default, tested with ``is not None`` so that an explicit ``0`` or empty
-value on the command line still wins. The result is one frozen :class:`SearchEvalConfig`, built
-once in ``pytest_configure`` and kept in ``config.stash``.
+A setting is a field of :class:`SearchEvalConfig` made with :func:`setting`: its annotation is
+its type, and the same declaration carries its default, its help and its check. From that one
+declaration come the command-line option ``--search-eval-NAME``, the ini key
+``search_eval_NAME``, the parsing (with an error naming the option and what was expected) and
+the table in docs/configuration.md (``python -m pytest_searcheval.settings`` prints it; a test
+compares the two).
+
+Precedence is CLI > ini > default, tested with ``is not None`` so that an explicit ``0`` or an
+empty value on the command line still wins. The invariants' knobs are the fields of
+:class:`~pytest_searcheval.invariants.base.InvariantSettings`, exposed the same way as
+``--search-eval-invariant-NAME``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-DEFAULT_PROFILES: tuple[str, ...] = ("lexical", "semantic", "hybrid", "hybrid_rerank")
-DEFAULT_MEASURES: tuple[str, ...] = (
-    "nDCG@5",
-    "nDCG@10",
-    "P@5",
-    "R@20",
-    "RR",
-    "AP",
-    "bpref",
-    "Judged@10",
-)
 #: Measures the gate compares against the baseline (DESIGN section 7).
 GATED_MEASURES: tuple[str, ...] = ("nDCG@10", "R@20")
+PREFIX = "search_eval_"
 
 
 class ConfigError(ValueError):
@@ -35,293 +37,426 @@ class ConfigError(ValueError):
     """
 
 
+Check = Callable[[Any], str | None]
+
+
+def setting(
+    default: Any,
+    help: str,
+    *,
+    check: Check | None = None,
+    cli: bool = True,
+    ini: bool = True,
+    factory: Callable[[], Any] | None = None,
+) -> Any:
+    """A dataclass field that is also an option and an ini key.
+
+    ``check(value)`` returns what was expected when the value is wrong, else ``None``.
+    """
+    meta = {"help": help, "check": check, "cli": cli, "ini": ini}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _positive(value: Any) -> str | None:
+    return None if value is None or value >= 1 else "a positive integer"
+
+
+def _non_negative(value: Any) -> str | None:
+    return None if value is None or value >= 0 else "a number >= 0"
+
+
+def _one_of(*choices: str) -> Check:
+    def check(value: Any) -> str | None:
+        return None if value is None or value in choices else "one of " + ", ".join(choices)
+
+    return check
+
+
+def _split_names(value: Any) -> str | None:
+    return "at least one name" if value is not None and not value else None
+
+
 @dataclass(frozen=True)
 class SearchEvalConfig:
-    """Every setting of one evaluation run, resolved once."""
+    """Every setting of one evaluation run, resolved once in ``pytest_configure``."""
 
-    enabled: bool = False
-    collection: Path = Path(".")
-    split: str = "test"
-    profiles: tuple[str, ...] = DEFAULT_PROFILES
-    gated_profile: str = "hybrid"
-    relevance_level: int = 2
-    gain: str = "exp"
-    measures: tuple[str, ...] = DEFAULT_MEASURES
-    tolerance: float = 0.02
-    query_tolerance: float = 0.2
-    query_measure: str = "nDCG@10"
-    limit: int = 20
-    timeout_s: float = 30.0
-    baseline: Path = Path("baselines/baseline.json")
-    report_dir: Path = Path("searcheval-report")
-    history: Path | None = Path("searcheval-report/history.jsonl")
-    url: str | None = None
-    dsn: str | None = None
-    update_baseline: bool = False
-    baseline_tag: str | None = None
-    strict_baseline: bool = False
-    latency_p95_ms: float | None = None
-    latency_p99_ms: float | None = None
-    latency_rounds: int = 200
-    bootstrap_samples: int = 1000
-    permutations: int = 10000
+    enabled: bool = setting(False, "turn the evaluation on (ini: for IDEs that run plain "
+                            "pytest; same as --search-eval)")
+    collection: Path | None = setting(
+        None, "collection directory: native, BEIR, or TREC files given by qrels/topics "
+        "(default: the rootdir when it has collection.yaml)"
+    )
+    qrels: Path | None = setting(None, "TREC qrels file (qid 0 docid grade) as the judgments")
+    topics: Path | None = setting(None, "TREC topics file (SGML or qid<TAB>text) for --search-eval-qrels")
+    corpus: Path | None = setting(None, "TREC/JSONL corpus for --search-eval-qrels (optional)")
+    split: str = setting("test", "query split to evaluate: a split name or all")
+    target: str = setting(
+        "auto", "what is measured: auto (url, run files, or the reference engine), http, "
+        "engine, run", check=_one_of("auto", "http", "engine", "run")
+    )
+    url: str | None = setting(None, "evaluate this HTTP service (base URL or template with {query})")
+    run: tuple[str, ...] = setting(
+        (), "TREC run file(s) as targets, comma-separated or repeated: each is a profile "
+        "named after its file", factory=tuple
+    )
+    profiles: tuple[str, ...] | None = setting(
+        None, "comma-separated profiles to measure (default: what the target offers)",
+        check=_split_names,
+    )
+    gated_profile: str | None = setting(
+        None, "profile whose queries fail tests and gate (default: hybrid for the reference "
+        "engine, else the first profile)"
+    )
+    gate_over: str | None = setting(
+        None, "the gated profile must score at least this profile on the gated measures, now "
+        "and in the baseline (default: lexical for the reference engine, else none)"
+    )
+    relevance_level: int | None = setting(
+        None, "minimum grade that counts as relevant (default: the collection's "
+        "relevance_level, else 1 with trec-compat or a binary scale, else 2)", check=_positive
+    )
+    gain: str | None = setting(
+        None, "nDCG gain: exp (2^g-1) or linear (default: exp; linear with trec-compat)",
+        check=_one_of("exp", "linear"),
+    )
+    trec_compat: bool = setting(
+        False, "trec_eval's conventions for the whole run: linear gain, relevance level 1 "
+        "unless set, ties by score then docid descending, every judged query counts, "
+        "measures over the whole returned list"
+    )
+    measures: tuple[str, ...] = setting(
+        ("nDCG@5", "nDCG@10", "P@5", "R@20", "RR", "AP", "bpref", "Judged@10"),
+        "comma-separated measures (ir_measures names) reported per profile",
+        check=_split_names,
+    )
+    tolerance: float = setting(0.02, "allowed aggregate drop vs baseline", check=_non_negative)
+    query_tolerance: float = setting(
+        0.2, "allowed per-query drop vs baseline", check=_non_negative
+    )
+    query_measure: str = setting("nDCG@10", "measure of the per-query check")
+    limit: int = setting(20, "results requested per query", check=_positive)
+    timeout: float = setting(30.0, "seconds before a search counts as failed", check=_non_negative)
+    baseline: Path = setting(Path("baselines/baseline.json"), "baseline file")
+    report_dir: Path = setting(Path("searcheval-report"), "report directory")
+    history: str = setting(
+        "", "append a line per full run to this file, plotted in the HTML report "
+        "(default: <report_dir>/history.jsonl; off keeps none)"
+    )
+    dsn: str | None = setting(None, "PostgreSQL DSN for the reference engine (default: embedded)")
+    baseline_tag: str | None = setting(None, "git tag written into an updated baseline")
+    strict_baseline: bool = setting(
+        False, "a baseline that cannot be verified against its git tag, or a latency budget "
+        "that was not measured, fails the gate"
+    )
+    update_baseline: bool = setting(
+        False, "rewrite the baseline from this run (a deliberate, reviewed change)", ini=False
+    )
+    latency_p95_ms: float | None = setting(
+        None, "p95 latency budget in ms (enables latency tests)", check=_non_negative
+    )
+    latency_p99_ms: float | None = setting(
+        None, "p99 latency budget in ms (enables latency tests)", check=_non_negative
+    )
+    latency_rounds: int = setting(200, "requests per latency test", check=_positive)
+    bootstrap_samples: int = setting(1000, "bootstrap resamples", check=_positive)
+    permutations: int = setting(10000, "randomization test permutations", check=_positive)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    # --- derived ---------------------------------------------------------------------------
+
+    @property
+    def history_path(self) -> Path | None:
+        return self.history  # type: ignore[return-value]
+
+    @property
+    def timeout_s(self) -> float:
+        return self.timeout
+
+    @property
+    def gated(self) -> str:
+        """The gated profile (resolved against the target's profiles by the plugin)."""
+        return self.gated_profile or (self.profiles or ("default",))[0]
+
+
+# ------------------------------------------------------------------------------ declarations
 
 
 @dataclass(frozen=True)
-class _Option:
-    name: str  # suffix after the prefix, with underscores
-    ini_type: str  # "string" | "bool" | "args"; numbers parsed by us for clear errors
+class Declared:
+    """One setting as the option machinery sees it."""
+
+    name: str
+    kind: Any  # the annotation: str, int, float, bool, Path, tuple[str, ...], X | None
+    default: Any
     help: str
-    kind: type = str
-    cli_only: bool = False
-    ini_only: bool = False
-    flag: bool = False
+    check: Check | None
+    cli: bool = True
+    ini: bool = True
+
+    @property
+    def option(self) -> str:
+        return "--search-eval-" + self.name.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return "search_eval" if self.name == "enabled" else PREFIX + self.name
+
+    @property
+    def base(self) -> Any:
+        """The type without ``| None``."""
+        args = [a for a in typing.get_args(self.kind) if a is not type(None)]
+        if isinstance(self.kind, types.UnionType) and len(args) == 1:
+            return args[0]
+        return self.kind
+
+    @property
+    def flag(self) -> bool:
+        return self.base is bool
+
+    @property
+    def many(self) -> bool:
+        return typing.get_origin(self.base) is tuple
+
+    def expected(self) -> str:
+        if self.flag:
+            return "true or false"
+        if self.many:
+            return "a comma-separated list"
+        return {int: "an integer", float: "a number", Path: "a path", str: "a string"}.get(
+            self.base, "a value"
+        )
+
+    def shown_default(self) -> str:
+        if self.default is None:
+            return "-"
+        if isinstance(self.default, tuple):
+            return ",".join(self.default) or "-"
+        if isinstance(self.default, bool):
+            return str(self.default).lower()
+        return str(self.default)
 
 
-OPTIONS: tuple[_Option, ...] = (
-    _Option(
-        "collection", "string", "collection directory (default: '.' if it has collection.yaml)"
-    ),
-    _Option("split", "string", "query split to evaluate: dev, test or all (default: test)"),
-    _Option("profiles", "string", "comma-separated profiles to measure (default: all four)"),
-    _Option(
-        "gated_profile", "string", "profile whose queries fail tests and gate (default: hybrid)"
-    ),
-    _Option("relevance_level", "int", "minimum grade that counts as relevant (default: 2)", int),
-    _Option("gain", "string", "nDCG gain: exp (2^g-1) or linear (default: exp)"),
-    _Option("tolerance", "float", "allowed aggregate drop vs baseline (default: 0.02)", float),
-    _Option("query_tolerance", "float", "allowed per-query drop vs baseline (default: 0.2)", float),
-    _Option("query_measure", "string", "measure of the per-query check (default: nDCG@10)"),
-    _Option("limit", "int", "results requested per query (default: 20)", int),
-    _Option("timeout", "float", "seconds before a search counts as failed (default: 30)", float),
-    _Option("baseline", "string", "baseline file (default: baselines/baseline.json)"),
-    _Option("report_dir", "string", "report directory (default: searcheval-report)"),
-    _Option(
-        "history",
-        "string",
-        "append a line per full run to this file, plotted in the HTML report "
-        "(default: <report_dir>/history.jsonl; 'off' keeps none)",
-    ),
-    _Option("url", "string", "evaluate this HTTP service (base URL or template with {query})"),
-    _Option("dsn", "string", "PostgreSQL DSN for the reference engine (default: embedded)"),
-    _Option("baseline_tag", "string", "git tag written into an updated baseline"),
-    _Option("strict_baseline", "bool", "an unverifiable baseline fails the gate", bool, flag=True),
-    _Option("latency_p95_ms", "float", "p95 latency budget in ms (enables latency tests)", float),
-    _Option("latency_p99_ms", "float", "p99 latency budget in ms (enables latency tests)", float),
-    _Option("latency_rounds", "int", "requests per latency test (default: 200)", int),
-    _Option("bootstrap_samples", "int", "bootstrap resamples (default: 1000)", int),
-    _Option("permutations", "int", "randomization test permutations (default: 10000)", int),
-)
+def declared(cls: type = SearchEvalConfig, prefix: str = "") -> list[Declared]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if "help" not in f.metadata:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        out.append(
+            Declared(
+                prefix + f.name,
+                hints[f.name],
+                default,
+                f.metadata["help"],
+                f.metadata.get("check"),
+                f.metadata.get("cli", True),
+                f.metadata.get("ini", True),
+            )
+        )
+    return out
 
 
-#: Invariant settings (``invariants_core.InvariantSettings`` fields) exposed as
-#: ``--search-eval-invariant-NAME`` / ``search_eval_invariant_NAME``. The invariants' profile,
-#: split and limit follow ``gated_profile``, ``split`` and ``limit``. Unset keys keep the
-#: invariants' own defaults (listed in docs/configuration.md and docs/invariants.md).
-INVARIANT_OPTIONS: tuple[_Option, ...] = (
-    _Option("known_item_max_rank", "int", "known item must rank at or above this (1)", int),
-    _Option("churn_k", "int", "top-k of the paraphrase churn overlap (10)", int),
-    _Option("churn_rbo_p", "float", "RBO persistence p of the churn check (0.9)", float),
-    _Option("churn_min_rbo", "float", "minimum RBO between paraphrases (0.2)", float),
-    _Option("churn_min_jaccard", "float", "minimum Jaccard@k between paraphrases (0.1)", float),
-    _Option("chain_limit", "int", "results fetched per filter-chain step (100)", int),
-    _Option("max_inversions", "int", "allowed reorderings per filter-chain step (0)", int),
-    _Option("duplicate_items", "int", "listings copied by the duplicate check (5)", int),
-    _Option("duplicate_k", "int", "top-k of the duplicate check (10)", int),
-    _Option("duplicate_max_copies", "int", "copies allowed to outrank top-k listings (1)", int),
-    _Option("deletion_items", "int", "listings deleted by the deletion check (3)", int),
-    _Option("deletion_probes", "int", "probe queries per deletion (12)", int),
-    _Option("conformance_dir", "string", "filter-conformance set (default: conformance/)"),
-    _Option("conformance_limit", "int", "result limit of a conformance search (1000)", int),
-    _Option(
-        "extraction_min_accuracy", "float", "minimum extraction accuracy per field (0.9)", float
-    ),
-    _Option("extraction_max_spurious", "int", "allowed spurious extracted filters (0)", int),
-    _Option("enabled", "string", "comma-separated invariants to run (default: all)"),
-)
+def _invariant_declared() -> list[Declared]:
+    from pytest_searcheval.invariants.base import InvariantSettings
+
+    return declared(InvariantSettings, "invariant_")
+
+
+def all_declared() -> list[Declared]:
+    return declared() + _invariant_declared()
 
 
 def add_options(parser: pytest.Parser) -> None:
     """Register the CLI group and the ini keys; imports nothing heavy."""
     group = parser.getgroup("searcheval", "search quality evaluation (pytest-searcheval)")
-    group.addoption(
-        "--search-eval",
-        action="store_true",
-        default=False,
-        dest="search_eval",
-        help="evaluate search quality: query tests, report, baseline gate",
-    )
-    group.addoption(
-        "--search-eval-update-baseline",
-        action="store_true",
-        default=False,
-        dest="search_eval_update_baseline",
-        help="rewrite the baseline from this run (a deliberate, reviewed change)",
-    )
-    for opt in OPTIONS + tuple(
-        _Option("invariant_" + o.name, o.ini_type, o.help, o.kind) for o in INVARIANT_OPTIONS
-    ):
-        cli = "--search-eval-" + opt.name.replace("_", "-")
-        dest = "search_eval_" + opt.name
-        if opt.flag:
-            group.addoption(cli, action="store_true", default=None, dest=dest, help=opt.help)
-        else:
-            group.addoption(cli, action="store", default=None, dest=dest, help=opt.help)
-        parser.addini(dest, opt.help, type=opt.ini_type, default=None)  # type: ignore[arg-type]
+    for d in all_declared():
+        text = d.help + ("" if d.flag else f" (default: {d.shown_default()})")
+        if d.cli:
+            if d.name == "enabled":
+                group.addoption(
+                    "--search-eval", action="store_true", default=None, dest=d.dest,
+                    help="evaluate search quality: query tests, report, baseline gate",
+                )
+            elif d.flag:
+                group.addoption(d.option, action="store_true", default=None, dest=d.dest, help=text)
+            elif d.many:
+                group.addoption(d.option, action="append", default=None, dest=d.dest, help=text)
+            else:
+                group.addoption(d.option, action="store", default=None, dest=d.dest, help=text)
+        if d.ini:
+            ini_type = "bool" if d.flag else "string"
+            parser.addini(d.dest, text, type=ini_type, default=None)  # type: ignore[arg-type]
 
 
-def _raw(config: pytest.Config, name: str) -> tuple[Any, str]:
+# ------------------------------------------------------------------------------ resolution
+
+
+def _raw(config: pytest.Config, d: Declared) -> tuple[Any, str]:
     """Value and its source ("--option" or "ini key") with CLI > ini precedence."""
-    dest = "search_eval_" + name
-    cli = config.getoption(dest, default=None)
-    if cli is not None:
-        return cli, "--search-eval-" + name.replace("_", "-")
-    try:
-        ini = config.getini(dest)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"ini {dest}: {exc}") from None
-    if ini is not None and ini != "" and ini != []:
-        return ini, f"ini {dest}"
+    if d.cli:
+        cli = config.getoption(d.dest, default=None)
+        if cli is not None:
+            return cli, "--search-eval" if d.name == "enabled" else d.option
+    if d.ini:
+        try:
+            ini = config.getini(d.dest)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"ini {d.dest}: {exc}") from None
+        if ini is not None and ini != "" and ini != []:
+            return ini, f"ini {d.dest}"
     return None, ""
 
 
-def _typed(config: pytest.Config, name: str, kind: type, default: Any) -> Any:
-    value, source = _raw(config, name)
-    if value is None:
-        return default
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise ConfigError(f"{source}: expected true or false, got {value!r}")
+def parse(d: Declared, value: Any, source: str) -> Any:
+    """``value`` (a string, a bool, or a list of strings) as ``d``'s type, checked."""
+    base = d.base
     try:
-        return kind(str(value).strip())
-    except ValueError:
-        raise ConfigError(f"{source}: expected {kind.__name__}, got {value!r}") from None
-
-
-def _default_collection(rootpath: Path) -> Path:
-    if (rootpath / "collection.yaml").is_file():
-        return rootpath
-    raise ConfigError(
-        f"{rootpath}: no collection.yaml here; pass --search-eval-collection=DIR "
-        "or set search_eval_collection in the ini file"
-    )
-
-
-def _invariant_settings(config: pytest.Config, root: Path) -> dict[str, Any]:
-    """The invariant settings given on the command line or in the ini file (typed), checked
-    against ``InvariantSettings`` so that a bad value names its option."""
-    out: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for opt in INVARIANT_OPTIONS:
-        name = "invariant_" + opt.name
-        value, source = _raw(config, name)
-        if value is None:
-            continue
-        sources[opt.name] = source
-        if opt.name == "enabled":
-            out["enabled"] = tuple(v.strip() for v in str(value).split(",") if v.strip())
-        elif opt.name == "conformance_dir":
-            p = Path(str(value))
-            out["conformance_dir"] = str(p if p.is_absolute() else root / p)
+        if d.flag:
+            if isinstance(value, bool):
+                out: Any = value
+            else:
+                text = str(value).strip().lower()
+                if text in ("1", "true", "yes", "on"):
+                    out = True
+                elif text in ("0", "false", "no", "off"):
+                    out = False
+                else:
+                    raise ValueError
+        elif d.many:
+            items = value if isinstance(value, list | tuple) else [value]
+            out = tuple(p.strip() for item in items for p in str(item).split(",") if p.strip())
+        elif base is Path:
+            out = Path(str(value))
         else:
-            out[opt.name] = _typed(config, name, opt.kind, None)
+            out = base(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"{source}: expected {d.expected()}, got {value!r}") from None
+    if d.check is not None:
+        wanted = d.check(out)
+        if wanted is not None:
+            raise ConfigError(f"{source}: expected {wanted}, got {value!r}")
+    return out
+
+
+def resolve(config: pytest.Config, items: list[Declared]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The values set on the command line or in the ini file, and where each came from."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for d in items:
+        raw, source = _raw(config, d)
+        if raw is None:
+            continue
+        values[d.name] = parse(d, raw, source)
+        sources[d.name] = source
+    return values, sources
+
+
+def _absolute(root: Path, p: Path | None) -> Path | None:
+    if p is None:
+        return None
+    return p if p.is_absolute() else root / p
+
+
+def build(config: pytest.Config) -> SearchEvalConfig:
+    """Resolve every setting once; raises :class:`ConfigError` naming the bad option."""
+    root = Path(config.rootpath)
+    items = declared()
+    switches = [d for d in items if d.name in ("enabled", "update_baseline")]
+    values, sources = resolve(config, switches)
+    enabled = bool(values.get("enabled")) or bool(values.get("update_baseline"))
+    if not enabled:
+        # Nothing else is read: a plain pytest run (or --help) pays for two lookups.
+        return SearchEvalConfig(enabled=False)
+    values, sources = resolve(config, items)
+    values["enabled"] = enabled
+    for key in ("collection", "qrels", "topics", "corpus", "baseline", "report_dir"):
+        if key in values:
+            values[key] = _absolute(root, values[key])
+    values.setdefault("baseline", root / "baselines" / "baseline.json")
+    values.setdefault("report_dir", root / "searcheval-report")
+    history = str(values.get("history", "")).strip()
+    values["history"] = (
+        None
+        if history.lower() == "off"
+        else _absolute(root, Path(history)) if history else values["report_dir"] / "history.jsonl"
+    )
+    if "run" in values:
+        values["run"] = tuple(str(_absolute(root, Path(r))) for r in values["run"])
+    _check_collection(values, sources, root)
+    gated = values.get("gated_profile")
+    profiles = values.get("profiles")
+    if gated is not None and profiles is not None and gated not in profiles:
+        raise ConfigError(
+            f"{sources['gated_profile']}: {gated!r} is not among the profiles {list(profiles)}"
+        )
+    inv_values, inv_sources = resolve(config, _invariant_declared())
+    values["extra"] = {"invariants": _invariant_settings(inv_values, inv_sources, root)}
+    return SearchEvalConfig(**values)
+
+
+def _check_collection(values: dict[str, Any], sources: Mapping[str, str], root: Path) -> None:
+    if values.get("qrels") is not None:
+        for key in ("qrels", "topics", "corpus"):
+            p = values.get(key)
+            if p is not None and not p.is_file():
+                raise ConfigError(f"{sources[key]}: {p} is not a file")
+        if values.get("topics") is None:
+            raise ConfigError(
+                f"{sources['qrels']}: TREC qrels need topics too "
+                "(--search-eval-topics=FILE or ini search_eval_topics)"
+            )
+        return
+    coll = values.get("collection")
+    if coll is None:
+        if (root / "collection.yaml").is_file():
+            values["collection"] = root
+            return
+        raise ConfigError(
+            f"{root}: no collection.yaml here; pass --search-eval-collection=DIR (native or "
+            "BEIR) or --search-eval-qrels=FILE --search-eval-topics=FILE (TREC), or set "
+            "search_eval_collection in the ini file"
+        )
+    if not coll.is_dir():
+        raise ConfigError(f"{sources['collection']}: {coll} is not a directory")
+
+
+def _invariant_settings(
+    values: Mapping[str, Any], sources: Mapping[str, str], root: Path
+) -> dict[str, Any]:
+    """The invariant settings given (typed), checked against ``InvariantSettings`` so that a
+    bad value names its option."""
+    out = {k.removeprefix("invariant_"): v for k, v in values.items()}
+    if "conformance_dir" in out and out["conformance_dir"] is not None:
+        p = Path(str(out["conformance_dir"]))
+        out["conformance_dir"] = str(p if p.is_absolute() else root / p)
     if out:
         from pytest_searcheval.invariants.base import settings_from
 
         try:
             settings_from(out)
         except (ValueError, TypeError) as exc:
-            named = ", ".join(sources[k] for k in sorted(sources) if k in str(exc)) or ", ".join(
-                sources.values()
-            )
-            raise ConfigError(f"{named}: {exc}") from None
+            named = [sources["invariant_" + k] for k in sorted(out) if k in str(exc)]
+            raise ConfigError(f"{', '.join(named or sources.values())}: {exc}") from None
     return out
 
 
-def build(config: pytest.Config) -> SearchEvalConfig:
-    """Resolve every option once; raises :class:`ConfigError` naming the bad option."""
-    enabled = bool(config.getoption("search_eval", default=False))
-    update = bool(config.getoption("search_eval_update_baseline", default=False))
-    root = Path(config.rootpath)
-
-    def path(name: str, default: Path | None) -> Path:
-        value, _ = _raw(config, name)
-        p = Path(str(value)) if value is not None else default
-        if p is None:
-            p = _default_collection(root)
-        return p if p.is_absolute() else root / p
-
-    collection = path("collection", None) if enabled or update else root
-    if enabled and not collection.is_dir():
-        raise ConfigError(f"--search-eval-collection: {collection} is not a directory")
-
-    profiles_raw, src = _raw(config, "profiles")
-    profiles = DEFAULT_PROFILES
-    if profiles_raw is not None:
-        profiles = tuple(p.strip() for p in str(profiles_raw).split(",") if p.strip())
-        if not profiles:
-            raise ConfigError(f"{src}: expected a comma-separated list of profiles, got nothing")
-    gated = str(_typed(config, "gated_profile", str, "hybrid"))
-    if gated not in profiles:
-        raise ConfigError(
-            f"--search-eval-gated-profile: {gated!r} is not among the profiles {list(profiles)}"
+def markdown_table() -> str:
+    """The settings table of docs/configuration.md, generated from the declarations."""
+    lines = [
+        "| option | ini key | default | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    for d in all_declared():
+        option = "`--search-eval`" if d.name == "enabled" else f"`{d.option}`"
+        lines.append(
+            f"| {option if d.cli else '-'} | {f'`{d.dest}`' if d.ini else '-'} | "
+            f"`{d.shown_default()}` | {d.help} |"
         )
-    gain = str(_typed(config, "gain", str, "exp"))
-    if gain not in ("exp", "linear"):
-        raise ConfigError(f"--search-eval-gain: expected exp or linear, got {gain!r}")
-    split = str(_typed(config, "split", str, "test"))
-    rel = int(_typed(config, "relevance_level", int, 2))
-    if rel < 1:
-        raise ConfigError(f"--search-eval-relevance-level: expected a grade >= 1, got {rel}")
-    limit = int(_typed(config, "limit", int, 20))
-    if limit < 1:
-        raise ConfigError(f"--search-eval-limit: expected a positive integer, got {limit}")
-    query_measure = str(_typed(config, "query_measure", str, "nDCG@10"))
-    if query_measure not in DEFAULT_MEASURES:
-        raise ConfigError(
-            f"--search-eval-query-measure: expected one of {list(DEFAULT_MEASURES)}, "
-            f"got {query_measure!r}"
-        )
-    url_value, _ = _raw(config, "url")
-    dsn_value, _ = _raw(config, "dsn")
-    tag_value, _ = _raw(config, "baseline_tag")
-    report_dir = path("report_dir", Path("searcheval-report"))
-    history_value, _ = _raw(config, "history")
-    history: Path | None = path("history", report_dir / "history.jsonl")
-    if history_value is not None and str(history_value).strip().lower() in ("", "off"):
-        history = None
-    return SearchEvalConfig(
-        enabled=enabled or update,
-        collection=collection,
-        split=split,
-        profiles=profiles,
-        gated_profile=gated,
-        relevance_level=rel,
-        gain=gain,
-        tolerance=float(_typed(config, "tolerance", float, 0.02)),
-        query_tolerance=float(_typed(config, "query_tolerance", float, 0.2)),
-        query_measure=query_measure,
-        limit=limit,
-        timeout_s=float(_typed(config, "timeout", float, 30.0)),
-        baseline=path("baseline", Path("baselines/baseline.json")),
-        report_dir=report_dir,
-        history=history,
-        url=str(url_value) if url_value is not None else None,
-        dsn=str(dsn_value) if dsn_value is not None else None,
-        update_baseline=update,
-        baseline_tag=str(tag_value) if tag_value is not None else None,
-        strict_baseline=bool(_typed(config, "strict_baseline", bool, False)),
-        latency_p95_ms=_typed(config, "latency_p95_ms", float, None),
-        latency_p99_ms=_typed(config, "latency_p99_ms", float, None),
-        latency_rounds=int(_typed(config, "latency_rounds", int, 200)),
-        bootstrap_samples=int(_typed(config, "bootstrap_samples", int, 1000)),
-        permutations=int(_typed(config, "permutations", int, 10000)),
-        extra={"invariants": _invariant_settings(config, root)} if enabled or update else {},
-    )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

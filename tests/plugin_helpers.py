@@ -174,7 +174,9 @@ def make_project(pytester: pytest.Pytester, *, ini: str = "", invariants: bool =
     pytester.makeconftest(CONFTEST.replace("{TEXT}", repr(text)))
     pytester.makeini(
         "[pytest]\nsearch_eval_profiles = lexical,semantic,hybrid\n"
-        "search_eval_bootstrap_samples = 200\nsearch_eval_permutations = 500\n"
+        + ("" if "search_eval_gated_profile" in ini else "search_eval_gated_profile = hybrid\n")
+        + ("" if "search_eval_gate_over" in ini else "search_eval_gate_over = lexical\n")
+        + "search_eval_bootstrap_samples = 200\nsearch_eval_permutations = 500\n"
         + ("" if invariants else 'addopts = -m "not searcheval_invariant"\n')
         + ini
     )

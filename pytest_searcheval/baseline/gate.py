@@ -32,18 +32,18 @@ hard-filter violation (never excused) or a test that passed in the baseline fail
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_searcheval import __version__
+from pytest_searcheval.baseline.ledger import make_ledger
 from pytest_searcheval.settings import GATED_MEASURES, SearchEvalConfig
 
-BASELINE_SCHEMA_VERSION = 1
+BASELINE_SCHEMA_VERSION = 2
 HASH_KEYS: tuple[str, ...] = ("corpus", "queries", "judgments")
 MODEL_KEYS: tuple[str, ...] = ("id", "revision")
 
@@ -82,7 +82,7 @@ def evaluate(
 ) -> list[Rule]:
     """Every gate rule for this run, in a fixed order."""
     rules: list[Rule] = []
-    gated = cfg.gated_profile
+    gated = cfg.gated
     complete = bool(report["run"]["complete"])
     entry = report["profiles"].get(gated) or {}
     if entry.get("available"):
@@ -94,6 +94,8 @@ def evaluate(
         rules.append(Rule("baseline readable", "failed", baseline_error))
     no_base = "no baseline" if baseline is None else ""
     partial = "" if complete else "partial run (selected queries only)"
+    if baseline is not None:
+        rules.append(_conventions(report, baseline))
 
     for m in GATED_MEASURES:
         name = f"{gated} {m} vs baseline"
@@ -116,21 +118,21 @@ def evaluate(
                 )
             )
 
-    if "hybrid" in cfg.profiles and "lexical" in cfg.profiles:
+    over = cfg.gate_over
+    if over and over != gated and over in (cfg.profiles or ()):
         for m in GATED_MEASURES:
-            name = f"hybrid >= lexical on {m}"
+            name = f"{gated} >= {over} on {m}"
             if partial:
                 rules.append(Rule(name, "skipped", partial))
                 continue
-            h, lx = _mean(report, "hybrid", m), _mean(report, "lexical", m)
-            parts, ok = [], True
+            h, lx = _mean(report, gated, m), _mean(report, over, m)
             if h is None or lx is None:
-                rules.append(Rule(name, "skipped", f"not measured now (hybrid {h}, lexical {lx})"))
+                rules.append(Rule(name, "skipped", f"not measured now ({gated} {h}, {over} {lx})"))
                 continue
             ok = h >= lx
-            parts.append(f"now {h:.4f} vs {lx:.4f}")
+            parts = [f"now {h:.4f} vs {lx:.4f}"]
             if baseline:
-                bh, bl = _base_mean(baseline, "hybrid", m), _base_mean(baseline, "lexical", m)
+                bh, bl = _base_mean(baseline, gated, m), _base_mean(baseline, over, m)
                 if bh is not None and bl is not None:
                     ok = ok and bh >= bl
                     parts.append(f"baseline {bh:.4f} vs {bl:.4f}")
@@ -220,24 +222,93 @@ def evaluate(
         for key in HASH_KEYS:
             if base_hashes.get(key) != now_hashes.get(key):
                 changed.append(f"{key} {base_hashes.get(key)} -> {now_hashes.get(key)}")
-        now_model = report.get("model") or {}
+        now_model = report.get("model")
         base_model = baseline.get("model") or {}
-        for key in MODEL_KEYS:
-            if base_model.get(key) != now_model.get(key):
-                changed.append(f"model {key} {base_model.get(key)} -> {now_model.get(key)}")
+        unseen = now_model is None and not report["queries"]
+        for key in MODEL_KEYS if not unseen else ():
+            if base_model.get(key) != (now_model or {}).get(key):
+                changed.append(f"model {key} {base_model.get(key)} -> {(now_model or {}).get(key)}")
+        detail = "hashes match" + ("; model not seen (no query test ran)" if unseen else "")
         rules.append(
             Rule(
                 "dataset and model unchanged",
                 "failed" if changed else "passed",
-                "; ".join(changed) + " (re-baseline deliberately)" if changed else "hashes match",
+                "; ".join(changed) + " (re-baseline deliberately)" if changed else detail,
             )
         )
+
+    rules.append(_latency_rule(report, cfg))
 
     if integrity.status == "unverified" and cfg.strict_baseline:
         rules.append(Rule(integrity.name, "failed", integrity.detail + " (strict)"))
     else:
         rules.append(integrity)
     return rules
+
+
+#: The conventions a baseline's numbers were measured under; a run under others is not
+#: comparable with it (DESIGN section 7).
+CONVENTIONS: tuple[str, ...] = (
+    "split", "limit", "gain", "relevance_level", "measures", "trec_compat",
+)
+
+
+def conventions(cfg: SearchEvalConfig) -> dict[str, Any]:
+    return {
+        "split": cfg.split,
+        "limit": cfg.limit,
+        "gain": cfg.gain,
+        "relevance_level": cfg.relevance_level,
+        "measures": list(cfg.measures),
+        "trec_compat": cfg.trec_compat,
+    }
+
+
+def _conventions(report: Mapping[str, Any], baseline: Mapping[str, Any]) -> Rule:
+    now = report["run"].get("conventions") or {}
+    before = dict(baseline.get("run") or {})
+    before.setdefault("trec_compat", False)
+    diffs = [
+        f"{key} {before.get(key)!r} in the baseline, {now.get(key)!r} now"
+        for key in CONVENTIONS
+        if before.get(key) != now.get(key)
+    ]
+    if diffs:
+        return Rule(
+            "conventions match the baseline",
+            "failed",
+            "; ".join(diffs) + " (re-baseline deliberately to change them)",
+        )
+    return Rule("conventions match the baseline", "passed", "split, limit, gain, relevance "
+                "level, measures and trec mode as in the baseline")
+
+
+def _latency_rule(report: Mapping[str, Any], cfg: SearchEvalConfig) -> Rule:
+    name = "latency budgets"
+    budgets = {"p95": cfg.latency_p95_ms, "p99": cfg.latency_p99_ms}
+    if all(v is None for v in budgets.values()):
+        return Rule(name, "skipped", "no budget set")
+    every = report.get("latency_tests") or {}
+    tests = {p: lat for p, lat in every.items() if "not_measured" not in lat}
+    if not tests:
+        why = next(
+            (str(lat["not_measured"]) for lat in every.values() if "not_measured" in lat),
+            "no latency test ran (deselected, or pytest-benchmark is not installed: "
+            "pip install pytest-searcheval[latency])",
+        )
+        status = "failed" if cfg.strict_baseline else "skipped"
+        return Rule(name, status, f"not measured: {why}" + (" (strict)" if status == "failed" else ""))
+    over = []
+    parts = []
+    for profile, lat in sorted(tests.items()):
+        for pct, budget in budgets.items():
+            if budget is None:
+                continue
+            value = float(lat[f"{pct}_ms"])
+            parts.append(f"{profile} {pct} {value:.2f} ms (budget {budget:g})")
+            if value > budget:
+                over.append(f"{profile} {pct}")
+    return Rule(name, "failed" if over else "passed", "; ".join(parts))
 
 
 def passed(rules: list[Rule]) -> bool:
@@ -313,149 +384,11 @@ def make_baseline(
             "hashes": report["collection"]["hashes"],
         },
         "model": report.get("model"),
-        "run": {
-            "split": cfg.split,
-            "gain": cfg.gain,
-            "relevance_level": cfg.relevance_level,
-            "limit": cfg.limit,
-            "measures": list(cfg.measures),
-        },
+        "run": conventions(cfg),
         "profiles": profiles,
         "invariants": {k: bool(v.get("passed")) for k, v in report.get("invariants", {}).items()},
         "known_failures": make_ledger(report),
     }
-
-
-# --- known-failure ledger ---------------------------------------------------------------------
-
-#: A number standing alone (not part of an id like q031 or a measure like nDCG@10).
-_NUMBER = re.compile(r"(?<![\w@.#-])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.])")
-#: Failure lines that are never recorded as excusable: they compare against the old baseline
-#: (meaningless once it is rewritten) or are hard-filter violations (never excused).
-DROP_PREFIX = "per-query drop: "
-VIOLATION_PREFIX = "hard-filter violation"
-KNOWN_PREFIX = "known failure recorded in the baseline: "
-
-
-def _head(line: str) -> str:
-    """``line`` up to its first ``": "`` outside quotes, brackets and braces: what failed, not
-    the evidence listed after it (which documents reordered, which ranks), so that a failure
-    with the same cause but other examples keeps its reason. The whole line when unbalanced."""
-    depth = 0
-    quote = ""
-    for i, ch in enumerate(line):
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "{[(":
-            depth += 1
-        elif ch in "}])":
-            depth -= 1
-        elif ch == ":" and depth == 0 and line[i + 1 : i + 2] == " ":
-            return line[:i]
-    return line
-
-
-def reason_key(line: str) -> str:
-    """The comparable form of one failure line: its head (before the first top-level
-    ``": "``), numbers as ``#``, spaces collapsed."""
-    return " ".join(_NUMBER.sub("#", _head(line.strip())).split())
-
-
-def excusable(line: str) -> bool:
-    return not line.startswith(VIOLATION_PREFIX)
-
-
-def invariant_reasons(message: str) -> list[str]:
-    """The failure lines of an invariant message (its ``  - ...`` bullets under ``failed:``),
-    else its first line."""
-    lines = message.splitlines()
-    bullets: list[str] = []
-    inside = False
-    for line in lines:
-        if line.strip() == "failed:":
-            inside = True
-            continue
-        if inside:
-            if line.startswith("  - "):
-                bullets.append(line[4:])
-            elif not line.startswith("    "):
-                inside = False
-    return bullets or [lines[0] if lines else message]
-
-
-def ledger_entry(lines: Iterable[str]) -> dict[str, Any] | None:
-    """What the baseline records for one failing test (``None`` when nothing is recordable)."""
-    kept = [line for line in lines if not line.startswith(DROP_PREFIX)]
-    if not kept:
-        return None
-    summary = "; ".join(kept)
-    return {
-        "reasons": sorted({reason_key(line) for line in kept}),
-        "summary": summary if len(summary) <= 300 else summary[:297] + "...",
-    }
-
-
-@dataclass(frozen=True)
-class LedgerVerdict:
-    """How one failing test relates to the ledger: ``known`` (xfail) or ``new`` (fails)."""
-
-    status: str  # known | new
-    note: str
-
-
-def judge_failure(
-    lines: Iterable[str], recorded: Mapping[str, Any] | None, passed_before: bool
-) -> LedgerVerdict:
-    """Compare a test's failure lines now with its ledger entry in the baseline."""
-    lines = list(lines)
-    if recorded is None:
-        if passed_before:
-            return LedgerVerdict("new", "regression: this test passed in the baseline")
-        return LedgerVerdict("new", "")
-    known = set(recorded.get("reasons") or [])
-    violations = [line for line in lines if not excusable(line)]
-    fresh = [
-        line
-        for line in lines
-        if excusable(line) and reason_key(line) not in known and not line.startswith(DROP_PREFIX)
-    ]
-    drops = [line for line in lines if line.startswith(DROP_PREFIX)]
-    if violations:
-        return LedgerVerdict("new", "hard-filter violations are never excused by the baseline")
-    if fresh or drops:
-        shown = "; ".join(fresh + drops)
-        return LedgerVerdict(
-            "new",
-            f"failing for a reason the baseline does not record: {shown} "
-            f"(recorded: {recorded.get('summary', '')})",
-        )
-    return LedgerVerdict("known", KNOWN_PREFIX + str(recorded.get("summary", "")))
-
-
-def ledger(baseline: Mapping[str, Any] | None, kind: str) -> dict[str, Mapping[str, Any]]:
-    """``known_failures[kind]`` of a baseline (``queries`` or ``invariants``), or empty."""
-    entries = ((baseline or {}).get("known_failures") or {}).get(kind) or {}
-    return {str(k): v for k, v in entries.items() if isinstance(v, Mapping)}
-
-
-def make_ledger(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The known failures of a report: failing query tests and failing invariant cases."""
-    queries: dict[str, Any] = {}
-    for qid, q in report["queries"].items():
-        entry = ledger_entry(q.get("failures") or [])
-        if entry is not None:
-            queries[qid] = entry
-    invariants: dict[str, Any] = {}
-    for cid, rec in (report.get("invariants") or {}).items():
-        failed = rec.get("status") == "failed" or ("status" not in rec and not rec.get("passed"))
-        if failed:
-            entry = ledger_entry(invariant_reasons(str(rec.get("message") or cid)))
-            if entry is not None:
-                invariants[cid] = entry
-    return {"queries": queries, "invariants": invariants}
 
 
 def baseline_text(baseline: Mapping[str, Any]) -> str:

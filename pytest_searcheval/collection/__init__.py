@@ -32,7 +32,7 @@ from pytest_searcheval.collection.model import (
     Problem,
     Query,
 )
-from pytest_searcheval.collection.schemas import schema
+from pytest_searcheval.collection.schemas import schema, validator
 from pytest_searcheval.collection.trec import write_trec_qrels, write_trec_run
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "read_judgments",
     "read_run",
     "schema",
+    "validator",
     "write_trec_qrels",
     "write_trec_run",
 ]

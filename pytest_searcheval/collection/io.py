@@ -7,28 +7,38 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
 from pytest_searcheval.collection.model import CollectionError, Problem
 
 __all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_MAX_YAML_BYTES",
+    "InputRefused",
     "Problems",
     "YamlItem",
     "iter_jsonl",
     "iter_lines",
+    "open_regular",
     "read_yaml",
     "yaml_items",
 ]
 
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_YAML_BYTES = 64 * 1024 * 1024
+#: a line-oriented file (JSONL, TSV, TREC) is streamed, so this bounds time, not memory
+DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024 * 1024
+#: YAML aliases may make the document at most this many times larger than its text says ...
+YAML_ALIAS_FACTOR = 4
+#: ... plus this many nodes (a few anchors reused in a small file are fine)
+YAML_ALIAS_ALLOWANCE = 10_000
 # A file with this many problems is not the expected format at all; reading the rest of it
 # (possibly a gigabyte) would only produce more of the same.
 MAX_PROBLEMS_PER_FILE = 1000
@@ -63,6 +73,44 @@ class Problems:
             raise CollectionError(self.items, truncated=self.dropped)
 
 
+class InputRefused(OSError):
+    """A file the readers will not read (not a regular file, or over its size limit)."""
+
+
+_KINDS = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def open_regular(path: Path, max_bytes: int) -> tuple[BinaryIO, int]:
+    """Open ``path`` for reading only if it is a regular file of at most ``max_bytes``.
+
+    The check is made on the opened descriptor (a symlink is followed to what it names, and the
+    file cannot be swapped between check and read). O_NONBLOCK keeps the open itself from
+    waiting on a FIFO with no writer. Raises :class:`InputRefused` saying what the file is.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((what for test, what in _KINDS if test(st.st_mode)), "not a regular file")
+            raise InputRefused(f"is {kind}: expected a regular file")
+        if st.st_size > max_bytes:
+            raise InputRefused(
+                f"file is {st.st_size} bytes, larger than the limit of {max_bytes} bytes"
+            )
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def display(path: Path, root: Path | None) -> str:
     """Path as shown in messages: relative to the collection root when inside it."""
     if root is not None:
@@ -79,14 +127,20 @@ def iter_lines(
     name: str,
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
 ) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, text without line ending) for each line that decodes.
 
     Lines longer than ``max_line_bytes`` and lines that are not UTF-8 are reported and skipped
-    (the caller fails the load at the end); a UTF-8 byte order mark on line 1 is ignored.
+    (the caller fails the load at the end); a UTF-8 byte order mark on line 1 is ignored. A
+    file that is not a regular file (a device, a FIFO, a symlink to one) or is larger than
+    ``max_file_bytes`` is refused before a byte is read.
     """
     try:
-        fh = path.open("rb")
+        fh, _ = open_regular(path, max_file_bytes)
+    except InputRefused as exc:
+        problems.add(name, None, None, str(exc))
+        return
     except OSError as exc:
         problems.add(name, None, None, f"cannot open: {exc.strerror or exc}")
         return
@@ -183,21 +237,29 @@ def read_yaml(
     *,
     max_bytes: int = DEFAULT_MAX_YAML_BYTES,
 ) -> yaml.Node | None:
-    """Parse a YAML file into a node tree (positions kept); None after reporting a problem."""
+    """Parse a YAML file into a node tree (positions kept); None after reporting a problem.
+
+    Refused before parsing: anything but a regular file, a file over ``max_bytes``. Refused
+    after composing, before any value is built: recursive aliases, and aliases that would make
+    the document more than ``YAML_ALIAS_FACTOR`` times its own node count plus
+    ``YAML_ALIAS_ALLOWANCE`` (an "alias bomb": a few hundred bytes that expand exponentially).
+    """
     try:
-        size = os.path.getsize(path)
+        fh, _ = open_regular(path, max_bytes)
+    except InputRefused as exc:
+        problems.add(name, None, None, f"{exc} (YAML files)")
+        return None
     except OSError as exc:
         problems.add(name, None, None, f"cannot open: {exc.strerror or exc}")
         return None
-    if size > max_bytes:
-        problems.add(
-            name, None, None, f"file is {size} bytes, larger than the YAML limit of {max_bytes}"
-        )
-        return None
     try:
-        data = path.read_bytes()
+        with fh:
+            data = fh.read(max_bytes + 1)
     except OSError as exc:
         problems.add(name, None, None, f"cannot read: {exc.strerror or exc}")
+        return None
+    if len(data) > max_bytes:  # grew while being read
+        problems.add(name, None, None, f"file is larger than the YAML limit of {max_bytes} bytes")
         return None
     try:
         text = data.decode("utf-8-sig")
@@ -219,8 +281,63 @@ def read_yaml(
         return None
     finally:
         loader.dispose()
+    alias_problem = _alias_problem(node)
+    if alias_problem is not None:
+        problems.add(name, alias_problem[0], None, alias_problem[1])
+        return None
     _check_duplicate_keys(node, problems, name)
     return node
+
+
+def _alias_problem(node: yaml.Node | None) -> tuple[int | None, str] | None:
+    """(line, message) when aliases make ``node`` recursive or expand it past the limit.
+
+    The composer returns an alias as the very node it names, so the tree is a graph: the
+    expanded size of a node is 1 + the expanded sizes of its children, counted once per node
+    (memoised), in time proportional to the distinct nodes.
+    """
+    if node is None:
+        return None
+    expanded: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    while stack:
+        current, done = stack.pop()
+        key = id(current)
+        children = _children(current)
+        if done:
+            on_path.discard(key)
+            expanded[key] = 1 + sum(expanded[id(c)] for c in children)
+            continue
+        if key in expanded:
+            continue
+        on_path.add(key)
+        stack.append((current, True))
+        for child in children:
+            if id(child) in on_path:
+                return (
+                    child.start_mark.line + 1,
+                    "recursive YAML alias: an anchor used inside itself",
+                )
+            if id(child) not in expanded:
+                stack.append((child, False))
+    distinct = len(expanded)
+    total = expanded[id(node)]
+    limit = YAML_ALIAS_FACTOR * distinct + YAML_ALIAS_ALLOWANCE
+    if total > limit:
+        return None, (
+            f"YAML aliases expand {distinct} nodes to {total}, more than the limit of {limit}"
+            f" ({YAML_ALIAS_FACTOR} x the nodes + {YAML_ALIAS_ALLOWANCE}): expected plain data"
+        )
+    return None
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
 
 
 def _check_duplicate_keys(node: yaml.Node | None, problems: Problems, name: str) -> None:

@@ -6,7 +6,7 @@ Every problem is collected before anything is returned; a collection with any pr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from pytest_searcheval.collection.io import (
     yaml_items,
 )
 from pytest_searcheval.collection.model import Asset, Document, Query
+from pytest_searcheval.collection.records import MAX_ID_CHARS, value_problems
 from pytest_searcheval.x402 import strkey
 from pytest_searcheval.x402.oracle import check_filters, normalize_filters
 
@@ -32,7 +33,9 @@ __all__ = [
     "DOCUMENT_KEYS",
     "EXPECT_KEYS",
     "QUERY_KEYS",
+    "RecordError",
     "check_queries",
+    "checked_document",
     "read_judgments_tsv",
     "read_manifest",
     "validate_document",
@@ -48,6 +51,8 @@ JUDGMENT_HEADER = ("query_id", "doc_id", "grade")
 
 def _decimal_text(value: object) -> Decimal | None:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    if not str(value).isascii():  # Decimal() reads other scripts' digits; prices are ASCII
         return None
     try:
         d = Decimal(str(value))
@@ -152,7 +157,17 @@ def _child_nodes(node: Any, key: str) -> list[int]:
 def validate_document(
     rec: Mapping[str, Any], name: str, line: int, problems: Problems
 ) -> Document | None:
-    """Check one native corpus record; returns the Document or None (problems reported)."""
+    """Check one native corpus record; returns the Document or None (problems reported).
+
+    The same check serves the engine's ``PUT /admin/resources/{id}``: what passes here the
+    engine can store (value limits in collection/records.py; the sidecar keys the engine reads,
+    ``liveness`` and ``settlements``, typed).
+    """
+    bad = list(value_problems(rec))
+    for key, message in bad:
+        problems.add(name, line, key, message)
+    if bad:
+        return None
     ok = True
     if not DOCUMENT_KEYS.issuperset(rec):
         expected = ", ".join(sorted(DOCUMENT_KEYS))
@@ -163,6 +178,9 @@ def validate_document(
     doc_id = rec.get("id")
     if not isinstance(doc_id, str) or not doc_id.strip():
         problems.add(name, line, "id", "expected a non-empty string")
+        return None
+    if len(doc_id) > MAX_ID_CHARS:
+        problems.add(name, line, "id", f"expected at most {MAX_ID_CHARS} characters")
         return None
     title = rec.get("title", "")
     text = rec.get("text")
@@ -184,6 +202,8 @@ def validate_document(
     if not isinstance(sidecar, dict):
         problems.add(name, line, "sidecar", "expected an object")
         ok = False
+    else:
+        ok = _validate_sidecar(sidecar, name, line, problems) and ok
     wire = rec.get("x402")
     if wire is not None:
         if not isinstance(wire, dict):
@@ -194,6 +214,55 @@ def validate_document(
     if not ok:
         return None
     return Document(doc_id, title, text, fields, wire, sidecar)  # type: ignore[arg-type]
+
+
+class RecordError(ValueError):
+    """A document record that :func:`validate_document` refuses; ``problems`` are every
+    (field, message), the exception's text the first of them."""
+
+    def __init__(self, problems: Sequence[tuple[str | None, str]]) -> None:
+        field, message = problems[0]
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
+        self.problems = list(problems)
+
+
+def checked_document(record: Mapping[str, Any]) -> Document:
+    """One record (a ``PUT /admin/resources/{id}`` body, an ``upsert`` argument) checked exactly
+    as a corpus line is; raises :class:`RecordError`."""
+    problems = Problems()
+    doc = validate_document(record, "record", 1, problems)
+    if doc is None or problems:
+        raise RecordError([(p.field, p.message) for p in problems.items] or [(None, "invalid")])
+    return doc
+
+
+#: the settlements column is a PostgreSQL integer
+MAX_SETTLEMENTS = 2**31 - 1
+
+
+def _validate_sidecar(sidecar: Mapping[str, Any], name: str, line: int, problems: Problems) -> bool:
+    """The sidecar keys the engine reads into typed columns and the ranking prior."""
+    ok = True
+    liveness = sidecar.get("liveness")
+    if liveness is not None and not isinstance(liveness, str):
+        problems.add(name, line, "sidecar.liveness", "expected a string or null")
+        ok = False
+    settlements = sidecar.get("settlements")
+    if settlements is not None and (
+        isinstance(settlements, bool)
+        or not isinstance(settlements, int)
+        or not 0 <= settlements <= MAX_SETTLEMENTS
+    ):
+        problems.add(
+            name,
+            line,
+            "sidecar.settlements",
+            f"expected an integer 0..{MAX_SETTLEMENTS} or null, got {settlements!r}",
+        )
+        ok = False
+    return ok
 
 
 def _validate_x402(wire: Mapping[str, Any], name: str, line: int, problems: Problems) -> bool:
@@ -223,12 +292,14 @@ def _validate_x402(wire: Mapping[str, Any], name: str, line: int, problems: Prob
                 problems.add(name, line, f"{f}.{key}", "expected a non-empty string")
                 ok = False
         amount = opt.get("amount")
-        if not (isinstance(amount, str) and amount.isascii() and amount.isdigit()):
+        if not (
+            isinstance(amount, str) and amount.isascii() and amount.isdigit() and len(amount) <= 78
+        ):
             problems.add(
                 name,
                 line,
                 f"{f}.amount",
-                f"expected atomic units as a digit string, got {amount!r}",
+                f"expected atomic units as a string of at most 78 digits, got {str(amount)[:80]!r}",
             )
             ok = False
         pay_to = opt.get("payTo")

@@ -27,3 +27,27 @@ def schema(name: str) -> dict[str, Any]:
     text = files("pytest_searcheval").joinpath("schemas", f"{name}.schema.json").read_text("utf-8")
     value: dict[str, Any] = json.loads(text)
     return value
+
+
+def validator(name: str) -> Any:
+    """A ``jsonschema`` validator of a native format that resolves every ``$ref`` among the
+    shipped schemas and never fetches anything: the schemas name each other by URN
+    (``urn:pytest-searcheval:schema:<name>``), and any other reference is an error, not a
+    network request. Needs the ``jsonschema`` package (the ``test`` extra)."""
+    try:
+        from jsonschema import Draft202012Validator
+        from referencing import Registry, Resource
+        from referencing.exceptions import NoSuchResource
+    except ImportError as exc:  # pragma: no cover - the test extra brings it
+        raise ImportError(
+            "validating against the shipped schemas needs jsonschema: "
+            "pip install 'pytest-searcheval[test]' (or jsonschema)"
+        ) from exc
+
+    def offline(uri: str) -> Any:
+        raise NoSuchResource(ref=uri)
+
+    registry: Any = Registry(retrieve=offline).with_resources(
+        (schema(n)["$id"], Resource.from_contents(schema(n))) for n in SCHEMAS
+    )
+    return Draft202012Validator(schema(name), registry=registry)

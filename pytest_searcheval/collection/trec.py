@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection as Collection_
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from pytest_searcheval.collection.io import (
+    DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_LINE_BYTES,
+    InputRefused,
     Problems,
     iter_jsonl,
     iter_lines,
+    open_regular,
 )
 from pytest_searcheval.collection.model import Document
 
@@ -249,8 +253,12 @@ def read_trec_topics(
         return {}
     out: dict[str, tuple[str, int]] = {}
     try:
-        with path.open("rb") as fh:
+        fh, _ = open_regular(path, max(max_bytes, DEFAULT_MAX_FILE_BYTES))
+        with fh:
             head = fh.read(65536)
+    except InputRefused as exc:
+        problems.add(name, None, None, str(exc))
+        return {}
     except OSError as exc:
         problems.add(name, None, None, f"cannot open: {exc.strerror or exc}")
         return {}
@@ -265,11 +273,16 @@ def read_trec_topics(
                 continue
             _put_topic(out, qid.strip(), body.strip(), line, name, problems)
         return out
-    size = path.stat().st_size
-    if size > max_bytes:
-        problems.add(name, None, None, f"topic file is {size} bytes, larger than {max_bytes}")
+    try:
+        fh, _ = open_regular(path, max_bytes)
+        with fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        problems.add(name, None, None, f"topic file {exc}")
         return {}
-    data = path.read_bytes()
+    if len(data) > max_bytes:
+        problems.add(name, None, None, f"topic file is larger than {max_bytes} bytes")
+        return {}
     try:
         content = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -373,9 +386,12 @@ def read_trec_run(
     problems: Problems,
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    known_queries: Collection_[str] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """TREC run: ``qid Q0 docid rank score tag`` -> {qid: {docid: score}}."""
+    """TREC run: ``qid Q0 docid rank score tag`` -> {qid: {docid: score}}. With
+    ``known_queries``, a query the collection does not have is a problem at its first line."""
     run: dict[str, dict[str, float]] = {}
+    unknown: set[str] = set()
     for line, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
         parts = text.split()
         if not parts:
@@ -401,6 +417,11 @@ def read_trec_run(
             continue
         if not math.isfinite(value):
             problems.add(name, line, "score", f"expected a finite number, got {score!r}")
+            continue
+        if known_queries is not None and qid not in known_queries:
+            if qid not in unknown:
+                unknown.add(qid)
+                problems.add(name, line, "qid", f"query {qid!r} is not a query of the collection")
             continue
         docs = run.setdefault(qid, {})
         if did in docs:

@@ -42,6 +42,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pytest_searcheval.collection.native import RecordError, checked_document
 from pytest_searcheval.engine import bazaar
 from pytest_searcheval.engine.x402 import (
     FILTER_KEYS,
@@ -439,7 +440,9 @@ def create_app(
         raw = b"".join(chunks)
         try:
             return json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except RecursionError:
+            raise ClientError(400, "body", "JSON nested too deeply") from None
+        except ValueError as exc:  # malformed JSON, bad UTF-8, an integer of 4,300+ digits
             raise ClientError(400, "body", f"expected a JSON document record: {exc}") from None
 
     @app.put("/admin/resources/{doc_id:path}")
@@ -454,7 +457,16 @@ def create_app(
                 400, "id", f"the body's id {str(record['id'])[:60]!r} differs from the path"
             )
         record = {**record, "id": doc_id}
-        _check_record(record)
+        try:
+            # The corpus loader's own check: what `collection check` accepts is what we store.
+            checked_document(record)
+        except RecordError as exc:
+            raise ClientError(
+                400,
+                exc.field,
+                exc.message,
+                {"problems": [{"field": f, "error": m} for f, m in exc.problems]},
+            ) from None
         try:
             await run_in_threadpool(engine.upsert, record)
         except (ValueError, TypeError, KeyError) as exc:
@@ -485,47 +497,3 @@ def _is_database_outage(exc: BaseException) -> bool:
     import psycopg_pool
 
     return isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout))
-
-
-def _check_record(record: Mapping[str, Any]) -> None:
-    """Shape of a document record before it reaches the engine (types of the known fields)."""
-    for key in ("title", "text"):
-        value = record.get(key, "")
-        if not isinstance(value, str):
-            raise ClientError(400, key, f"expected a string, got {type(value).__name__}")
-        if "\x00" in value:
-            raise ClientError(400, key, "contains a NUL byte")
-    for key in ("fields", "sidecar"):
-        if key in record and not isinstance(record[key], dict):
-            raise ClientError(400, key, "expected an object")
-    if _has_nul(record):  # PostgreSQL text and jsonb cannot hold NUL
-        raise ClientError(400, "body", "contains a NUL character")
-    wire = record.get("x402")
-    if wire is None:
-        return
-    if not isinstance(wire, dict):
-        raise ClientError(400, "x402", "expected an object or null")
-    if wire.get("type") not in (None, "http", "mcp"):
-        raise ClientError(400, "x402.type", f"expected http or mcp, got {wire.get('type')!r}")
-    accepts = wire.get("accepts", [])
-    if not isinstance(accepts, list) or not all(isinstance(o, dict) for o in accepts):
-        raise ClientError(400, "x402.accepts", "expected a list of payment option objects")
-    for i, option in enumerate(accepts):
-        amount = option.get("amount")
-        digits = str(amount) if isinstance(amount, int) and not isinstance(amount, bool) else amount
-        if amount is not None and not (
-            isinstance(digits, str) and digits.isascii() and digits.isdigit() and len(digits) <= 78
-        ):
-            raise ClientError(
-                400, f"x402.accepts[{i}].amount", "expected a string of at most 78 digits"
-            )
-
-
-def _has_nul(value: object) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False

@@ -406,8 +406,13 @@ class Engine:
             "no_result": self.calibration,
             "profiles": self.profiles(),
             "settings": self.settings.as_dict(),
-            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "timings": {k: round(v, 4) for k, v in self._timings().items()},
         }
+
+    def _timings(self) -> dict[str, float]:
+        if not self.embedder.model_loaded:
+            return self.timings
+        return {**self.timings, "model_load_seconds": self.embedder.load_seconds}
 
     # -- searching (engine/search.py) and calibration (engine/calibrate.py) ---------------------
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from pytest_searcheval.collection.model import Asset, Document
+from pytest_searcheval.collection.native import checked_document
 from pytest_searcheval.engine import dense, index, x402
 
 if TYPE_CHECKING:
@@ -35,26 +36,7 @@ def document_from_record(record: Mapping[str, Any] | Document) -> Document:
     """A :class:`Document` from a JSON record (``PUT /admin/resources/{id}`` body) or as is."""
     if isinstance(record, Document):
         return record
-    doc_id = record.get("id")
-    if not isinstance(doc_id, str) or not doc_id:
-        raise ValueError("document record: field 'id': expected a non-empty string")
-    for key in ("title", "text"):
-        if not isinstance(record.get(key, ""), str):
-            raise ValueError(f"document {doc_id}: field {key!r}: expected a string")
-    for key in ("fields", "sidecar"):
-        if not isinstance(record.get(key) or {}, Mapping):
-            raise ValueError(f"document {doc_id}: field {key!r}: expected an object")
-    x402_body = record.get("x402")
-    if x402_body is not None and not isinstance(x402_body, Mapping):
-        raise ValueError(f"document {doc_id}: field 'x402': expected an object or null")
-    return Document(
-        id=doc_id,
-        title=str(record.get("title") or ""),
-        text=str(record.get("text") or ""),
-        fields=dict(record.get("fields") or {}),
-        x402=dict(x402_body) if x402_body is not None else None,
-        sidecar=dict(record.get("sidecar") or {}),
-    )
+    return checked_document(record)  # the corpus loader's check: RecordError names the field
 
 
 def embedding_text(doc: Document) -> str:

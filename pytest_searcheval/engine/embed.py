@@ -117,6 +117,8 @@ class Embedder:
         self.stats = EmbeddingStats()
         self._lock = threading.Lock()
         self._model: Any = None
+        #: seconds spent importing sentence-transformers and loading the model (0: not loaded)
+        self.load_seconds = 0.0
         self._memory: OrderedDict[str, Vector] = OrderedDict()
         self._memory_items = memory_items
         #: False makes every call encode (benchmarks measure the uncached path); still writes.
@@ -304,9 +306,11 @@ class Embedder:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            started = time.perf_counter()
             from sentence_transformers import SentenceTransformer
 
             self._model = SentenceTransformer(str(self.model_path), device="cpu")
+            self.load_seconds = time.perf_counter() - started
         return self._model
 
     def _encode(self, texts: list[str]) -> list[Vector | None]:

@@ -43,16 +43,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pytest_searcheval.collection.model import Collection, Query
-from pytest_searcheval.invariants.catalog import (
-    check_conformance_case,
-    check_deletion_isolation,
-    check_duplicate_resistance,
-    conformance_dir,
-    near_duplicate,
-    record_of,
-    run_conformance,
-    stuffed_copy,
-)
 from pytest_searcheval.invariants.base import (
     EXTRACTION_FIELDS,
     INVARIANTS,
@@ -68,6 +58,16 @@ from pytest_searcheval.invariants.base import (
     known_items,
     settings_from,
 )
+from pytest_searcheval.invariants.catalog import (
+    check_conformance_case,
+    check_deletion_isolation,
+    check_duplicate_resistance,
+    conformance_dir,
+    near_duplicate,
+    record_of,
+    run_conformance,
+    stuffed_copy,
+)
 from pytest_searcheval.invariants.extraction import check_extraction, extraction_counts
 from pytest_searcheval.invariants.ranking import (
     check_filter_monotonicity,
@@ -78,7 +78,8 @@ from pytest_searcheval.invariants.ranking import (
     check_threshold_compliance,
     inversions,
 )
-from pytest_searcheval.targets import FILTER_KEYS, SearchTarget
+from pytest_searcheval.invariants.registry import cases_for, invariant
+from pytest_searcheval.targets import SearchTarget
 
 __all__ = [
     "EXTRACTION_FIELDS",
@@ -90,6 +91,7 @@ __all__ = [
     "InvariantSettings",
     "InvariantSkipped",
     "cases",
+    "cases_for",
     "check_conformance_case",
     "check_deletion_isolation",
     "check_duplicate_resistance",
@@ -103,6 +105,7 @@ __all__ = [
     "clear_caches",
     "conformance_dir",
     "extraction_counts",
+    "invariant",
     "inversions",
     "known_items",
     "near_duplicate",
@@ -125,109 +128,120 @@ def _bind(
     return check
 
 
-def _is_x402(coll: Collection) -> bool:
-    return any(d.x402 is not None for d in coll.documents.values())
-
-
 def cases(collection: Collection, settings: object = None) -> list[InvariantCase]:
-    """Every invariant case of ``collection`` for the configured split, in a stable order.
+    """Every invariant case of ``collection`` for the configured split, in a stable order:
+    the registered families (built-in and a conftest's own, see :func:`invariant`) in order of
+    registration. ``settings``: see :func:`settings_from` (the plugin passes its config)."""
+    return cases_for(collection, settings)
 
-    ``settings``: see :func:`settings_from` (the plugin passes its ``SearchEvalConfig``).
-    """
-    s = settings_from(settings)
-    coll = collection
-    queries = _queries(coll, s)
-    in_split = {q.id for q in queries}
-    known = {q: item for q, item in known_items(coll).items() if q in in_split}
-    out: list[InvariantCase] = []
 
-    def add(invariant: str, subject: str, name: str, fn: Any, *args: Any) -> None:
-        if invariant in s.enabled:
-            out.append(InvariantCase(f"{invariant}-{subject}", invariant, name, _bind(fn, *args)))
+class _Adder:
+    """Builds the cases of one family with stable ids ``<invariant>-<subject>``."""
 
+    def __init__(self, invariant: str) -> None:
+        self.invariant = invariant
+        self.out: list[InvariantCase] = []
+
+    def __call__(
+        self, subject: str, name: str, fn: Any, *args: Any, query_id: str | None = None
+    ) -> None:
+        self.out.append(
+            InvariantCase(
+                f"{self.invariant}-{subject}",
+                self.invariant,
+                name,
+                _bind(fn, *args),
+                query_id=query_id,
+            )
+        )
+
+
+def _known(coll: Collection, s: InvariantSettings) -> dict[str, tuple[str, int | None]]:
+    in_split = {q.id for q in _queries(coll, s)}
+    return {q: item for q, item in known_items(coll).items() if q in in_split}
+
+
+def _dup_items(coll: Collection, s: InvariantSettings) -> list[tuple[str, str]]:
+    known = _known(coll, s)
+    return [(qid, known[qid][0]) for qid in sorted(known) if coll.queries[qid].source is None]
+
+
+@invariant("known-item-stability")
+def _known_item_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
+    add = _Adder("known-item-stability")
+    known = _known(coll, s)
     for qid in sorted(known):
         doc_id, max_rank = known[qid]
         add(
-            "known-item-stability",
             qid,
             f"{qid}: {doc_id} at rank <= {max_rank or s.known_item_max_rank}",
-            check_known_item,
-            coll,
-            coll.queries[qid],
-            doc_id,
-            s,
-            max_rank,
+            check_known_item, coll, coll.queries[qid], doc_id, s, max_rank,
+            query_id=qid,
         )
     if known:
-        add(
-            "known-item-stability",
-            "reindex",
-            f"{len(known)} known items across a re-index",
-            check_known_items_reindex,
-            coll,
-            known,
-            s,
-        )
+        add("reindex", f"{len(known)} known items across a re-index",
+            check_known_items_reindex, coll, known, s)
+    return add.out
+
+
+@invariant("paraphrase-churn")
+def _churn_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
+    add = _Adder("paraphrase-churn")
     groups: dict[str, list[Query]] = {}
-    for q in queries:
+    for q in _queries(coll, s):
         if q.group:
             groups.setdefault(q.group, []).append(q)
     for group, members in sorted(groups.items()):
         if len(members) >= 2:
-            add(
-                "paraphrase-churn",
-                group,
-                f"group {group}: {', '.join(m.id for m in members)}",
-                check_paraphrase_churn,
-                coll,
-                group,
-                members,
-                s,
-            )
-    x402 = _is_x402(coll)
-    for q in queries:
-        if x402 and any(k in FILTER_KEYS for k in q.constraints):
-            add(
-                "filter-monotonicity",
-                q.id,
-                f"{q.id}: filter chain",
-                check_filter_monotonicity,
-                coll,
-                q,
-                s,
-            )
-    for q in queries:
-        add(
-            "threshold-compliance",
-            q.id,
-            f"{q.id}: results within filters and thresholds",
-            check_threshold_compliance,
-            coll,
-            q,
-            s,
-        )
-    dup_items = [(qid, known[qid][0]) for qid in sorted(known) if coll.queries[qid].source is None]
+            add(group, f"group {group}: {', '.join(m.id for m in members)}",
+                check_paraphrase_churn, coll, group, members, s, query_id=members[0].id)
+    return add.out
+
+
+@invariant("filter-monotonicity", domain="x402")
+def _monotonicity_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
+    from pytest_searcheval.x402.vocabulary import FILTER_KEYS
+
+    add = _Adder("filter-monotonicity")
+    for q in _queries(coll, s):
+        if any(k in FILTER_KEYS for k in q.constraints):
+            add(q.id, f"{q.id}: filter chain", check_filter_monotonicity, coll, q, s,
+                query_id=q.id)
+    return add.out
+
+
+@invariant("threshold-compliance")
+def _threshold_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
+    add = _Adder("threshold-compliance")
+    for q in _queries(coll, s):
+        add(q.id, f"{q.id}: results within filters and thresholds",
+            check_threshold_compliance, coll, q, s, query_id=q.id)
+    return add.out
+
+
+@invariant("duplicate-resistance")
+def _duplicate_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
+    add = _Adder("duplicate-resistance")
     seen: set[str] = set()
-    for qid, doc_id in dup_items:
+    for qid, doc_id in _dup_items(coll, s):
         if doc_id in seen or len(seen) >= s.duplicate_items:
             continue
         seen.add(doc_id)
-        add(
-            "duplicate-resistance",
-            doc_id,
-            f"{doc_id} for {qid} against stuffed and near-duplicate copies",
-            check_duplicate_resistance,
-            coll,
-            coll.queries[qid],
-            doc_id,
-            s,
-        )
+        add(doc_id, f"{doc_id} for {qid} against stuffed and near-duplicate copies",
+            check_duplicate_resistance, coll, coll.queries[qid], doc_id, s, query_id=qid)
+    return add.out
+
+
+@invariant("deletion-isolation")
+def _deletion_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
     # Deletion subjects: queries with a known item first, then answerable exact-name queries,
     # then any answerable query (their rank-1 result is deleted).
+    add = _Adder("deletion-isolation")
+    queries = _queries(coll, s)
     answerable = [q for q in queries if not _unanswerable(q)]
     subjects: list[tuple[Query, str | None]] = []
     used: set[str] = set()
-    for qid, doc_id in dup_items:
+    for qid, doc_id in _dup_items(coll, s):
         if doc_id not in used:
             used.add(doc_id)
             subjects.append((coll.queries[qid], doc_id))
@@ -239,31 +253,23 @@ def cases(collection: Collection, settings: object = None) -> list[InvariantCase
     for subject, victim in subjects[: s.deletion_items]:
         others = [q for q in answerable if q.id != subject.id]
         probes = [subject, *others[: s.deletion_probes - 1]]
-        add(
-            "deletion-isolation",
-            subject.id,
+        add(subject.id,
             f"{subject.id}: delete {victim or 'its rank-1 result'}; {len(probes)} probe queries",
-            check_deletion_isolation,
-            coll,
-            subject,
-            victim,
-            probes,
-            s,
-        )
-    if "filter-conformance" in s.enabled and x402:
-        out += _conformance_cases(coll, s)
-    if "constraint-extraction" in s.enabled and x402:
-        for name in (*EXTRACTION_FIELDS, "spurious"):
-            add(
-                "constraint-extraction",
-                name,
-                f"extraction: {name}",
-                check_extraction,
-                coll,
-                name,
-                s,
-            )
-    return out
+            check_deletion_isolation, coll, subject, victim, probes, s, query_id=subject.id)
+    return add.out
+
+
+@invariant("filter-conformance", domain="x402")
+def _conformance_family(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
+    return _conformance_cases(coll, s)
+
+
+@invariant("constraint-extraction", domain="x402")
+def _extraction_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
+    add = _Adder("constraint-extraction")
+    for name in (*EXTRACTION_FIELDS, "spurious"):
+        add(name, f"extraction: {name}", check_extraction, coll, name, s)
+    return add.out
 
 
 def _conformance_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:

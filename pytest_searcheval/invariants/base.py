@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_searcheval.collection.model import Collection, Query
+from pytest_searcheval.reasons import Reason
+from pytest_searcheval.settings import setting
 from pytest_searcheval.targets import MutableTarget, SearchResponse, SearchTarget, TargetUnavailable
 
 #: Invariant names; every case id is ``<name>-<subject>``.
@@ -41,28 +43,37 @@ SHOWN = 8  # ranked ids shown in a failure message
 
 @dataclass(frozen=True)
 class InvariantSettings:
-    """Every knob of the invariants. Defaults are policy choices, not measured values."""
+    """Every knob of the invariants. Defaults are policy choices, not measured values.
+
+    Each field made with :func:`~pytest_searcheval.settings.setting` is also the option
+    ``--search-eval-invariant-NAME`` and the ini key ``search_eval_invariant_NAME``; the
+    invariants' profile, split and limit follow the run's gated profile, split and limit.
+    """
 
     profile: str = "hybrid"
     split: str = "all"
     limit: int = 20
-    known_item_max_rank: int = 1
-    churn_k: int = 10
-    churn_rbo_p: float = 0.9
-    churn_min_rbo: float = 0.2
-    churn_min_jaccard: float = 0.1
-    chain_limit: int = 100
-    max_inversions: int = 0
-    duplicate_items: int = 5
-    duplicate_k: int = 10
-    duplicate_max_copies: int = 1
-    deletion_items: int = 3
-    deletion_probes: int = 12
-    conformance_dir: str | None = None
-    conformance_limit: int = 1000
-    extraction_min_accuracy: float = 0.9
-    extraction_max_spurious: int = 0
-    enabled: tuple[str, ...] = INVARIANTS
+    known_item_max_rank: int = setting(1, "known item must rank at or above this")
+    churn_k: int = setting(10, "top-k of the paraphrase churn overlap")
+    churn_rbo_p: float = setting(0.9, "RBO persistence p of the churn check")
+    churn_min_rbo: float = setting(0.2, "minimum RBO between paraphrases")
+    churn_min_jaccard: float = setting(0.1, "minimum Jaccard@k between paraphrases")
+    chain_limit: int = setting(100, "results fetched per filter-chain step")
+    max_inversions: int = setting(0, "allowed reorderings per filter-chain step")
+    duplicate_items: int = setting(5, "listings copied by the duplicate check")
+    duplicate_k: int = setting(10, "top-k of the duplicate check")
+    duplicate_max_copies: int = setting(1, "copies allowed to outrank top-k listings")
+    deletion_items: int = setting(3, "listings deleted by the deletion check")
+    deletion_probes: int = setting(12, "probe queries per deletion")
+    conformance_dir: str | None = setting(
+        None, "filter-conformance set (default: conformance/ of the collection)"
+    )
+    conformance_limit: int = setting(1000, "result limit of a conformance search")
+    extraction_min_accuracy: float = setting(0.9, "minimum extraction accuracy per field")
+    extraction_max_spurious: int = setting(0, "allowed spurious extracted filters")
+    enabled: tuple[str, ...] | None = setting(
+        None, "comma-separated invariants to run (default: every registered one)"
+    )
 
     def __post_init__(self) -> None:
         problems = []
@@ -71,14 +82,20 @@ class InvariantSettings:
                 problems.append(f"{name}: expected an integer >= 1, got {getattr(self, name)!r}")
         if not 0.0 < self.churn_rbo_p < 1.0:
             problems.append(f"churn_rbo_p: expected a number in (0, 1), got {self.churn_rbo_p!r}")
-        unknown = [e for e in self.enabled if e not in INVARIANTS]
+        from pytest_searcheval.invariants.registry import FAMILIES
+
+        names = list(dict.fromkeys([*INVARIANTS, *FAMILIES]))
+        unknown = [e for e in self.enabled or () if e not in names]
         if unknown:
             problems.append(
                 f"enabled: unknown invariant(s) {', '.join(unknown)}; "
-                f"expected names from {', '.join(INVARIANTS)}"
+                f"expected names from {', '.join(names)}"
             )
         if problems:
             raise ValueError("invariant settings: " + "; ".join(problems))
+
+    def runs(self, name: str) -> bool:
+        return self.enabled is None or name in self.enabled
 
 
 def settings_from(source: object = None) -> InvariantSettings:
@@ -125,6 +142,7 @@ class InvariantOutcome:
     status: str  # "passed" | "failed" | "skipped"
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    reasons: list[Reason] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -140,6 +158,7 @@ class InvariantOutcome:
                 "passed": self.passed,
                 "message": self.message,
                 "details": self.details,
+                "reasons": [r.as_dict() for r in self.reasons],
             }
         )
 
@@ -169,6 +188,8 @@ class InvariantCase:
     invariant: str
     name: str
     check: Callable[[SearchTarget], InvariantOutcome] = field(repr=False, compare=False)
+    #: The query the case is about, if one: the IDE points at its line.
+    query_id: str | None = field(default=None, compare=False)
 
     def outcome(self, target: SearchTarget) -> InvariantOutcome:
         """Run the check and never raise for the invariant's own verdict."""
@@ -199,18 +220,21 @@ class InvariantCase:
 
 
 class _Verdict:
-    """Collects problems and details while a check runs, then becomes an outcome."""
+    """Collects problems (structured reasons) and details while a check runs, then becomes an
+    outcome."""
 
     def __init__(self, case_id: str, invariant: str, headline: str) -> None:
         self.case_id = case_id
         self.invariant = invariant
         self.headline = headline
-        self.problems: list[str] = []
+        self.problems: list[Reason] = []
         self.context: list[str] = []
         self.details: dict[str, Any] = {}
 
-    def fail(self, problem: str) -> None:
-        self.problems.append(problem)
+    def fail(self, text: str, *, code: str, subject: str = "", **params: Any) -> None:
+        """Record one problem: ``code`` (stable, kebab-case) and ``subject`` are what the
+        known-failure ledger compares; ``text`` is what a person reads."""
+        self.problems.append(Reason(code, text, subject, params))
 
     def note(self, line: str) -> None:
         self.context.append(line)
@@ -225,12 +249,17 @@ class _Verdict:
         if not self.problems:
             return InvariantOutcome(self.case_id, self.invariant, "passed", "", self.details)
         lines = [f"{self.case_id}: {self.headline}", "failed:"]
-        lines += [f"  - {p}" for p in self.problems[:50]]
+        lines += [f"  - {p.text}" for p in self.problems[:50]]
         if len(self.problems) > 50:
             lines.append(f"  ... and {len(self.problems) - 50} more")
         lines += self.context
         return InvariantOutcome(
-            self.case_id, self.invariant, "failed", "\n".join(lines), self.details
+            self.case_id,
+            self.invariant,
+            "failed",
+            "\n".join(lines),
+            self.details,
+            reasons=list(self.problems),
         )
 
 

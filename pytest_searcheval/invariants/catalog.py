@@ -146,13 +146,17 @@ def check_duplicate_resistance(
     if r1 is None or r1 > bound:
         v.fail(
             f"genuine {doc_id!r} expected at rank <= {bound} with the copies present, found "
-            f"{'rank ' + str(r1) if r1 else 'absent'} (rank {r0} before)"
+            f"{'rank ' + str(r1) if r1 else 'absent'} (rank {r0} before)",
+            code="genuine-displaced",
+            subject=doc_id,
         )
     if len(in_top) > settings.duplicate_max_copies:
         v.fail(
             f"{len(in_top)} copies outrank listings of the former top {k} (at most "
             f"{settings.duplicate_max_copies}): "
-            + ", ".join(f"{c} at rank {_rank(after, c)}" for c in in_top)
+            + ", ".join(f"{c} at rank {_rank(after, c)}" for c in in_top),
+            code="copies-in-top",
+            subject=doc_id,
         )
     if v.problems:
         v.note(f"before: {_show_ids(before)}")
@@ -209,7 +213,9 @@ def check_deletion_isolation(
         expected = [d for d in a0 if d != doc_id]
         if doc_id in a1:
             v.fail(
-                f"{q.id} {q.text!r}: deleted {doc_id!r} still returned at rank {_rank(a1, doc_id)}"
+                f"{q.id} {q.text!r}: deleted {doc_id!r} still returned at rank {_rank(a1, doc_id)}",
+                code="deleted-returned",
+                subject=f"{q.id}:{doc_id}",
             )
         ok = a1 == expected if len(a0) < limit else a1[: len(expected)] == expected
         if not ok and not a1 and a0[:1] == [doc_id]:
@@ -222,7 +228,9 @@ def check_deletion_isolation(
             )
             v.fail(
                 f"{q.id} {q.text!r}: ranking changed beyond the removal of {doc_id!r}, from "
-                f"rank {at + 1}: expected {expected[at : at + 4]}, got {a1[at : at + 4]}"
+                f"rank {at + 1}: expected {expected[at : at + 4]}, got {a1[at : at + 4]}",
+                code="ranking-changed",
+                subject=q.id,
             )
             v.note(f"{q.id} before: {_show_ids(a0)}")
             v.note(f"{q.id} after:  {_show_ids(a1)}")
@@ -306,10 +314,18 @@ def check_conformance_case(
             reasons = ["not in expect_ids"]
         if reasons:
             n_violations += 1
-            v.fail(f"violation: rank {rank}: {d}: {'; '.join(reasons)}")
+            v.fail(
+                f"violation: rank {rank}: {d}: {'; '.join(reasons)}",
+                code="filter-violation",
+                subject=d,
+            )
     misses = sorted(expected - set(ids))
     for d in misses:
-        v.fail(f"miss: {d} ({conf.documents[d].title}) matches the filters but was not returned")
+        v.fail(
+            f"miss: {d} ({conf.documents[d].title}) matches the filters but was not returned",
+            code="conformance-miss",
+            subject=d,
+        )
     if oracle != expected:
         v.note(
             f"note: the oracle disagrees with expect_ids (oracle only: "

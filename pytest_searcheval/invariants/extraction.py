@@ -97,7 +97,8 @@ def check_extraction(
         if len(counts["spurious"]) > settings.extraction_max_spurious:
             v.fail(
                 f"{len(counts['spurious'])} spurious filter(s) over {counts['queries']} queries "
-                f"(at most {settings.extraction_max_spurious})"
+                f"(at most {settings.extraction_max_spurious})",
+                code="spurious-filters",
             )
             for line in counts["spurious"][:20]:
                 v.note(f"  {line}")
@@ -111,7 +112,9 @@ def check_extraction(
     if accuracy < settings.extraction_min_accuracy:
         v.fail(
             f"{key}: {row['correct']}/{row['labelled']} correct ({accuracy:.3f} < "
-            f"{settings.extraction_min_accuracy:g}); {row['wrong']} wrong, {row['missed']} missed"
+            f"{settings.extraction_min_accuracy:g}); {row['wrong']} wrong, {row['missed']} missed",
+            code="extraction-accuracy",
+            subject=key,
         )
         for line in [e for e in counts["errors"] if f": {key} " in e][:20]:
             v.note(f"  {line}")

@@ -24,7 +24,7 @@ from pytest_searcheval.invariants.base import (
     _unanswerable,
     _Verdict,
 )
-from pytest_searcheval.targets import FILTER_KEYS, SearchTarget
+from pytest_searcheval.targets import SearchTarget
 
 # ------------------------------------------------------------------------------ 1 known items
 
@@ -49,7 +49,9 @@ def check_known_item(
         where = f"at rank {rank}" if rank else f"not in the top {len(ids)}"
         v.fail(
             f"known item {doc_id!r} ({_title(coll, doc_id)}) expected at rank <= {bound}, "
-            f"found {where}"
+            f"found {where}",
+            code="known-item",
+            subject=doc_id,
         )
         v.note(f"ranked: {_show_ids(ids)}")
     return v.done()
@@ -91,7 +93,9 @@ def check_known_items_reindex(
                 f"{_qline(q, settings.profile)}: known item {doc_id!r} ({_title(coll, doc_id)}) "
                 f"was at rank {r0} (<= {bound}) before the re-index, "
                 f"{'at rank ' + str(r1) if r1 else 'absent'} after; "
-                f"before: {_show_ids(before[q.id], 3)}; after: {_show_ids(after[q.id], 3)}"
+                f"before: {_show_ids(before[q.id], 3)}; after: {_show_ids(after[q.id], 3)}",
+                code="known-item-reindex",
+                subject=f"{q.id}:{doc_id}",
             )
     v.details.update(queries=len(queries), rank_changed=moved, topk_changed=topk_changed)
     return v.done()
@@ -136,7 +140,11 @@ def check_paraphrase_churn(
             rbos.append(r)
             jaccards.append(j)
             if r < settings.churn_min_rbo or j < settings.churn_min_jaccard:
-                v.fail(f"{a.id} {a.text!r} vs {b.id} {b.text!r}: RBO {r:.4f}, Jaccard@{k} {j:.4f}")
+                v.fail(
+                    f"{a.id} {a.text!r} vs {b.id} {b.text!r}: RBO {r:.4f}, Jaccard@{k} {j:.4f}",
+                    code="churn",
+                    subject=f"{a.id}:{b.id}",
+                )
                 v.note(f"{a.id} top {k}: {_show_ids(tops[a.id], k)}")
                 v.note(f"{b.id} top {k}: {_show_ids(tops[b.id], k)}")
     v.details.update(
@@ -293,6 +301,8 @@ def check_filter_monotonicity(
     search = _Searcher(target, settings.profile, cache=True)
     limit = settings.chain_limit
     chain: list[dict[str, Any]] = [{}]
+    from pytest_searcheval.x402.vocabulary import FILTER_KEYS
+
     base = {k: val for k, val in query.constraints.items() if k in FILTER_KEYS}
     if base:
         chain.append(base)
@@ -329,7 +339,9 @@ def check_filter_monotonicity(
                     " (that answer was full, but it now outranks listings that were in it)"
                     if len(answers[i - 1]) >= limit
                     else ""
-                )
+                ),
+                code="filter-added",
+                subject=f"{narrower}:{d}",
             )
         if len(inverted) > settings.max_inversions:
             shown = "; ".join(
@@ -340,7 +352,9 @@ def check_filter_monotonicity(
             )
             v.fail(
                 f"tightening {wider} to {narrower} reordered {len(inverted)} pair(s) of the "
-                f"remaining results (at most {settings.max_inversions} allowed): {shown}"
+                f"remaining results (at most {settings.max_inversions} allowed): {shown}",
+                code="filter-reordered",
+                subject=f"{wider}->{narrower}",
             )
         if added or len(inverted) > settings.max_inversions:
             v.note(f"{wider}: {_show_ids(answers[i - 1])}")
@@ -375,55 +389,77 @@ def check_threshold_compliance(
       scored under a reported ``meta.score_threshold``;
     * an unanswerable query (``expect.no_result`` or class ``no-result``) returns nothing.
     """
-    from pytest_searcheval.x402.oracle import violations
-
     cid = f"threshold-compliance-{query.id}"
     v = _Verdict(cid, "threshold-compliance", _qline(query, settings.profile))
-    explicit = {k: val for k, val in query.constraints.items() if k in FILTER_KEYS}
+    keys = _filter_keys(coll)
+    explicit = {k: val for k, val in query.constraints.items() if k in keys}
     search = _Searcher(target, settings.profile, cache=True)
     response = search(query.text, limit=settings.limit, filters=explicit or None)
     ids = response.ids
     applied = {
         k: val
         for k, val in response.applied_filters.items()
-        if k in FILTER_KEYS and val is not None
+        if k in keys and val is not None
     }
     if len(ids) > settings.limit:
-        v.fail(f"{len(ids)} results for limit {settings.limit}")
+        v.fail(f"{len(ids)} results for limit {settings.limit}", code="over-limit")
     dupes = sorted(d for d, n in Counter(ids).items() if n > 1)
     if dupes:
-        v.fail(f"ids returned more than once: {', '.join(dupes)}")
+        v.fail(f"ids returned more than once: {', '.join(dupes)}", code="duplicate-ids")
     for rank, d in enumerate(ids, start=1):
         doc = coll.documents.get(d)
         if doc is None:
-            v.fail(f"rank {rank}: {d!r} is not a document of the collection")
+            v.fail(
+                f"rank {rank}: {d!r} is not a document of the collection",
+                code="unknown-document",
+                subject=d,
+            )
             continue
         for label, filters in (("requested", explicit), ("applied", applied)):
             if filters:
+                from pytest_searcheval.x402.oracle import violations
+
                 for reason in violations(doc, filters, coll.assets):
-                    v.fail(f"rank {rank}: {d} breaks the {label} filters: {reason}")
+                    v.fail(
+                        f"rank {rank}: {d} breaks the {label} filters: {reason}",
+                        code="filter-violation",
+                        subject=d,
+                    )
     scores = [h.score for h in response.hits]
     for rank in range(1, len(scores)):
         if scores[rank] > scores[rank - 1] + 1e-9:
             v.fail(
                 f"scores increase from rank {rank} ({scores[rank - 1]:.6g}) to rank "
-                f"{rank + 1} ({scores[rank]:.6g})"
+                f"{rank + 1} ({scores[rank]:.6g})",
+                code="scores-increase",
             )
     meta = response.meta
     if meta.get("no_result") is True and ids:
-        v.fail(f"the response reports no_result but returns {len(ids)} result(s)")
+        v.fail(
+            f"the response reports no_result but returns {len(ids)} result(s)",
+            code="no-result-with-results",
+        )
     confidence = meta.get("confidence")
     if isinstance(confidence, Mapping):
         value, tau = _number(confidence.get("value")), _number(confidence.get("threshold"))
         if value is not None and tau is not None and value < tau and ids:
-            v.fail(f"confidence {value:.6g} < threshold {tau:.6g} but {len(ids)} result(s)")
+            v.fail(
+                f"confidence {value:.6g} < threshold {tau:.6g} but {len(ids)} result(s)",
+                code="under-threshold",
+            )
     floor = _number(meta.get("score_threshold"))
     if floor is not None:
         for rank, s in enumerate(scores, start=1):
             if s < floor:
-                v.fail(f"rank {rank}: score {s:.6g} < reported score_threshold {floor:.6g}")
+                v.fail(
+                    f"rank {rank}: score {s:.6g} < reported score_threshold {floor:.6g}",
+                    code="under-score-threshold",
+                )
     if _unanswerable(query) and ids:
-        v.fail(f"unanswerable query returned {len(ids)} result(s); expected none")
+        v.fail(
+            f"unanswerable query returned {len(ids)} result(s); expected none",
+            code="unanswerable-answered",
+        )
     if v.problems:
         v.note(f"ranked: {_show_ids(ids)}")
         if explicit or applied:
@@ -433,3 +469,10 @@ def check_threshold_compliance(
             )
     v.details.update(query=query.id, returned=len(ids), unanswerable=_unanswerable(query))
     return v.done()
+
+
+def _filter_keys(coll: Collection) -> tuple[str, ...]:
+    from pytest_searcheval.domain import domain_of
+
+    domain = domain_of(coll)
+    return domain.filter_keys if domain is not None else ()

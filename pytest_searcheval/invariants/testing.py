@@ -30,8 +30,8 @@ from decimal import Decimal
 from typing import Any
 
 from pytest_searcheval.collection.model import Asset, Document
-from pytest_searcheval.x402.oracle import satisfies
 from pytest_searcheval.targets import Hit, MutableTarget, SearchResponse, TargetUnavailable
+from pytest_searcheval.x402.oracle import satisfies
 
 __all__ = [
     "FLAWS",

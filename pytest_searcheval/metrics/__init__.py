@@ -60,17 +60,36 @@ __all__ = [
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
-# Measures that take a cut-off, and whether the cut-off is mandatory.
-MEASURE_NAMES: dict[str, bool] = {
-    "nDCG": False,
-    "P": True,
-    "R": True,
-    "RR": False,
-    "AP": False,
-    "bpref": False,
-    "Judged": True,
-}
-_CUTOFF_FORBIDDEN = {"bpref"}
+@dataclass(frozen=True)
+class MeasureDef:
+    """A measure of the registry: how it takes a cut-off and how it is computed.
+
+    ``cutoff`` is ``required`` (``P@k``), ``optional`` (``AP`` or ``AP@k``) or ``forbidden``.
+    ``compute(calc, k)`` returns the per-query values and a mask of the queries for which the
+    measure is undefined (NaN outside trec-compat mode).
+    """
+
+    name: str
+    cutoff: str
+    compute: Callable[[_Calc, int | None], tuple[FloatArray, npt.NDArray[np.bool_]]]
+
+
+#: name -> definition; :func:`measure` adds to it (also from a conftest, for a measure of one's own).
+REGISTRY: dict[str, MeasureDef] = {}
+
+
+def measure(name: str, cutoff: str = "optional") -> Callable[[Any], Any]:
+    """Register ``fn(calc, k) -> (values, undefined)`` as measure ``name``."""
+    if cutoff not in ("required", "optional", "forbidden"):
+        raise ValueError(f"measure {name}: cutoff must be required, optional or forbidden")
+
+    def register(fn: Any) -> Any:
+        REGISTRY[name] = MeasureDef(name, cutoff, fn)
+        return fn
+
+    return register
+
+
 _MEASURE_RE = re.compile(r"^(?P<name>[A-Za-z]+)(?:@(?P<k>[^@]*))?$")
 _NOT_RETRIEVED = np.int64(2**62)
 GAINS = ("exp", "linear")
@@ -95,18 +114,18 @@ def parse_measure(text: str | Measure) -> Measure:
         raise ValueError(f"measure {text!r}: expected a string such as 'nDCG@10'")
     m = _MEASURE_RE.match(text.strip())
     known = ", ".join(
-        n if n in _CUTOFF_FORBIDDEN else f"{n}@k" if req else f"{n}, {n}@k"
-        for n, req in MEASURE_NAMES.items()
+        n if d.cutoff == "forbidden" else f"{n}@k" if d.cutoff == "required" else f"{n}, {n}@k"
+        for n, d in REGISTRY.items()
     )
-    if m is None or m.group("name") not in MEASURE_NAMES:
+    if m is None or m.group("name") not in REGISTRY:
         raise ValueError(f"measure {text!r}: unknown measure; expected one of {known}")
     name = m.group("name")
     raw_k = m.group("k")
     if raw_k is None:
-        if MEASURE_NAMES[name]:
+        if REGISTRY[name].cutoff == "required":
             raise ValueError(f"measure {text!r}: {name} needs a cut-off, e.g. {name}@10")
         return Measure(name, None)
-    if name in _CUTOFF_FORBIDDEN:
+    if REGISTRY[name].cutoff == "forbidden":
         raise ValueError(f"measure {text!r}: {name} takes no cut-off")
     if not re.fullmatch(r"[+-]?\d+", raw_k):
         raise ValueError(f"measure {text!r}: cut-off {raw_k!r} is not an integer")
@@ -310,18 +329,18 @@ class _Calc:
         s = np.bincount(self.q, weights=prec, minlength=self.n)
         return np.divide(s, self.num_rel, out=np.zeros(self.n), where=self.num_rel > 0)
 
-    def bpref(self) -> FloatArray:
+    def bpref(self, k: int | None = None) -> FloatArray:
         # trec_eval: judged non-relevant means 0 <= grade < level; negative grades count as unjudged
         nonrel = (self.grade >= 0) & ~self.rel
         num_nonrel = self._count(nonrel)
-        shown = nonrel & self.retrieved
+        shown = nonrel & self._cut(k)
         before: IntArray = np.cumsum(shown) - shown  # judged non-relevant retrieved strictly above
         above: IntArray = before - before[self.start_of]
         r = self.num_rel[self.q]
         denom = np.minimum(r, num_nonrel[self.q])
         with np.errstate(invalid="ignore", divide="ignore"):
             penalty = np.where(above > 0, np.minimum(above, r) / denom, 0.0)
-        term = np.where(self.rel & self.retrieved, 1.0 - penalty, 0.0)
+        term = np.where(self.rel & self._cut(k), 1.0 - penalty, 0.0)
         s = np.bincount(self.q, weights=term, minlength=self.n)
         return np.divide(s, self.num_rel, out=np.zeros(self.n), where=self.num_rel > 0)
 
@@ -391,26 +410,9 @@ def evaluate(
     g = _resolve_gain(gain, trec_compat)
     packed = _pack(qrels, run)
     calc = _Calc(packed, int(relevance_level), g)
-    no_rel = calc.num_rel == 0
     columns: dict[str, FloatArray] = {}
     for m in parsed:
-        undefined = no_rel
-        if m.name == "nDCG":
-            values, idcg = calc.ndcg(m.k)
-            undefined = idcg <= 0
-        elif m.name == "P":
-            values = calc.precision(_k(m))
-        elif m.name == "R":
-            values = calc.recall(_k(m))
-        elif m.name == "RR":
-            values = calc.rr(m.k)
-        elif m.name == "AP":
-            values = calc.ap(m.k)
-        elif m.name == "bpref":
-            values = calc.bpref()
-        else:  # Judged
-            values = calc.judged(_k(m))
-            undefined = np.zeros(calc.n, dtype=bool)
+        values, undefined = REGISTRY[m.name].compute(calc, m.k)
         if not trec_compat:
             values = np.where(undefined, np.nan, values)
         columns[str(m)] = values
@@ -425,6 +427,53 @@ def _k(m: Measure) -> int:
     if m.k is None:  # parse_measure guarantees a cut-off for these measures
         raise ValueError(f"measure {m}: needs a cut-off")
     return m.k
+
+
+# --------------------------------------------------------------------------------------------
+# The standard measures (formulas in :func:`evaluate`)
+
+
+def _no_rel(calc: _Calc) -> npt.NDArray[np.bool_]:
+    undefined: npt.NDArray[np.bool_] = calc.num_rel == 0
+    return undefined
+
+
+@measure("nDCG")
+def _ndcg(calc: _Calc, k: int | None) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    values, idcg = calc.ndcg(k)
+    return values, idcg <= 0
+
+
+@measure("P", "required")
+def _precision(calc: _Calc, k: int | None) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    return calc.precision(_k(Measure("P", k))), _no_rel(calc)
+
+
+@measure("R", "required")
+def _recall(calc: _Calc, k: int | None) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    return calc.recall(_k(Measure("R", k))), _no_rel(calc)
+
+
+@measure("RR")
+def _rr(calc: _Calc, k: int | None) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    return calc.rr(k), _no_rel(calc)
+
+
+@measure("AP")
+def _ap(calc: _Calc, k: int | None) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    return calc.ap(k), _no_rel(calc)
+
+
+@measure("bpref")
+def _bpref(calc: _Calc, k: int | None) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    # bpref@k: bpref of the ranking cut at k (the judged non-relevant documents above a
+    # relevant one are counted within the cut); bpref is trec_eval's, over the whole ranking.
+    return calc.bpref(k), _no_rel(calc)
+
+
+@measure("Judged", "required")
+def _judged(calc: _Calc, k: int | None) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    return calc.judged(_k(Measure("Judged", k))), np.zeros(calc.n, dtype=bool)
 
 
 def aggregate(

@@ -1,15 +1,18 @@
 """pytest hooks of pytest-searcheval (registered through the ``pytest11`` entry point).
 
-Without ``--search-eval`` the plugin only adds its options and markers: nothing heavy is imported
-(numpy, psycopg, torch and the engine load inside fixtures and session hooks). With it:
+Without ``--search-eval`` (or ``search_eval = true`` in the ini file) the plugin only adds its
+options and markers: nothing heavy is imported. With it:
 
-1. configure: build :class:`SearchEvalConfig`, keep the state in ``config.stash``;
+1. configure: build :class:`~pytest_searcheval.settings.SearchEvalConfig`, keep the state in
+   ``config.stash`` (:mod:`~pytest_searcheval.plugin.state`);
 2. collect: one ``test_query[<qid>-<class>]`` per golden query of the split, one
-   ``test_invariant[<case>]`` per invariant case, one ``test_latency[<profile>]`` when budgets are
-   set; they belong to the collection's ``collection.yaml`` (node ids
-   ``collection.yaml::test_query[q017-paraphrase]``), so ``-k`` and node ids select them;
+   ``test_invariant[<case>]`` per invariant case, one ``test_latency[<profile>]`` when budgets
+   are set (:mod:`~pytest_searcheval.plugin.items`); they belong to the collection's anchor file
+   (``collection.yaml``), so ``-k`` and node ids select them;
 3. ``searcheval_target`` (session fixture) is what gets measured;
-4. controller, session finish: merge rows (serial or pytest-xdist), report, gate, exit status.
+4. controller, session finish: merge the records (serial or pytest-xdist,
+   :mod:`~pytest_searcheval.plugin.transport`), report, gate, exit status
+   (:mod:`~pytest_searcheval.plugin.finish`).
 """
 
 from __future__ import annotations
@@ -21,20 +24,12 @@ from typing import Any
 
 import pytest
 
+from pytest_searcheval.plugin.items import SearchEvalFile, SearchEvalItem
+from pytest_searcheval.plugin.state import STATE_KEY, EvalState
 from pytest_searcheval.settings import ConfigError, SearchEvalConfig, add_options, build
-from pytest_searcheval.plugin.items import (
-    INVARIANT_KEY,
-    LATENCY_KEY,
-    ROW_KEY,
-    EvalState,
-    SearchEvalFile,
-    SearchEvalItem,
-)
 from pytest_searcheval.targets import SearchTarget
 
-STATE_KEY = pytest.StashKey[EvalState]()
 OUTCOME_KEY = pytest.StashKey[dict[str, Any]]()
-WORKER_OUTPUT_KEY = "searcheval"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,24 +43,45 @@ def pytest_configure(config: pytest.Config) -> None:
         ("searcheval_latency", "a latency test gated on p95/p99 budgets (pytest-searcheval)"),
     ):
         config.addinivalue_line("markers", f"{name}: {doc}")
-    if not (
-        config.getoption("search_eval", False)
-        or config.getoption("search_eval_update_baseline", False)
-    ):
-        return
     try:
         cfg = build(config)
     except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        if _wanted(config):
+            raise pytest.UsageError(str(exc)) from None
+        return
+    if not cfg.enabled:
+        return
     state = EvalState(cfg=cfg)
     _load_baseline(state)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(SessionHooks(state), "searcheval-session")
-    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(XdistCollector(state), "searcheval-xdist")
+    if not hasattr(config, "workerinput"):
+        from pytest_searcheval.plugin.phases import PhaseRecorder
+
+        config.pluginmanager.register(
+            PhaseRecorder(state.latency_ms, lambda: _facts(state)), "searcheval-phases"
+        )
+    if config.pluginmanager.hasplugin("xdist"):
+        from pytest_searcheval.plugin.transport import XdistTransport
+
+        config.pluginmanager.register(XdistTransport(state), "searcheval-xdist")
+
+
+def _wanted(config: pytest.Config) -> bool:
+    return bool(
+        config.getoption("search_eval", None) or config.getoption("search_eval_update_baseline", None)
+    )
+
+
+def _facts(state: EvalState) -> dict[str, Any] | None:
+    from pytest_searcheval.plugin.finish import merged_facts
+
+    return merged_facts(state)
 
 
 def _load_baseline(state: EvalState) -> None:
+    from pytest_searcheval.baseline.gate import BASELINE_SCHEMA_VERSION
+
     path = state.cfg.baseline
     if not path.is_file():
         return
@@ -77,6 +93,12 @@ def _load_baseline(state: EvalState) -> None:
     if not isinstance(data, dict):
         state.baseline_error = f"{path}: expected a JSON object at the top level"
         return
+    if data.get("schema_version") != BASELINE_SCHEMA_VERSION:
+        state.baseline_error = (
+            f"{path}: schema_version {data.get('schema_version')!r}, expected "
+            f"{BASELINE_SCHEMA_VERSION}; re-baseline with --search-eval-update-baseline"
+        )
+        return
     state.baseline = data
 
 
@@ -84,52 +106,40 @@ def _load_baseline(state: EvalState) -> None:
 def searcheval_target(request: pytest.FixtureRequest) -> Iterator[SearchTarget]:
     """The system under evaluation.
 
-    Default: the reference engine on the configured collection, served over HTTP on 127.0.0.1
-    (so the real service is what gets measured), or the service at ``--search-eval-url``.
-    Override this fixture in a ``conftest.py`` at or above the collection directory to measure
-    your own system (``HttpTarget``, ``CallableTarget`` or any ``SearchTarget``).
+    Default: TREC run files when ``--search-eval-run`` is set; the service at
+    ``--search-eval-url``; else the reference engine (the ``engine`` extra) on the configured
+    collection, served over HTTP on 127.0.0.1 so that the real service is what gets measured.
+    Override this fixture in a ``conftest.py`` at or above the collection to measure your own
+    system (``HttpTarget``, ``CallableTarget`` or any ``SearchTarget``).
     """
-    from pytest_searcheval.targets import HttpTarget
+    from pytest_searcheval.targets.default import default_target
 
-    cfg = _cfg(request.config)
-    if cfg.url:
-        target = HttpTarget(cfg.url, timeout=cfg.timeout_s)
-        try:
-            yield target
-        finally:
-            target.close()
-        return
-    from pytest_searcheval.engine.core import Engine
-    from pytest_searcheval.engine.lifecycle import stop_on_signals
-    from pytest_searcheval.engine.service import serve_in_thread
-    from pytest_searcheval.targets import ServedEngineTarget
+    state = request.config.stash.get(STATE_KEY, None)
+    if state is None:
+        raise pytest.UsageError("searcheval_target needs --search-eval")
+    with default_target(state) as target:
+        yield target
 
-    state = request.config.stash[STATE_KEY]
-    # SIGTERM and SIGHUP stop the run as Ctrl-C does (pytest then tears this fixture down, so
-    # the schema is dropped and the embedded server removed) instead of ending it on the spot.
-    with stop_on_signals(), Engine.start(state.collection, dsn=cfg.dsn) as engine:
-        service = serve_in_thread(engine, admin=False)
-        served = ServedEngineTarget(engine, service.url, timeout=cfg.timeout_s)
-        try:
-            yield served
-        finally:
-            served.close()
-            service.stop()
+
+def _by_kind(items: list[pytest.Item]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for item in items:
+        if isinstance(item, SearchEvalItem):
+            counts[item.kind] = counts.get(item.kind, 0) + 1
+    return counts
 
 
 def _cfg(config: pytest.Config) -> SearchEvalConfig:
-    state = config.stash.get(STATE_KEY, None)
-    if state is None:
-        raise pytest.UsageError("searcheval_target needs --search-eval")
-    return state.cfg
+    return config.stash[STATE_KEY].cfg
 
 
 class SessionHooks:
-    """Hooks active only with ``--search-eval``."""
+    """Hooks active only with the evaluation on."""
 
     def __init__(self, state: EvalState) -> None:
         self.state = state
         self.lines: list[str] = []
+        self.generated: dict[str, int] = {}
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
         if file_path == self.state.anchor() and not self.state.collected:
@@ -140,29 +150,23 @@ class SessionHooks:
     def pytest_collection_modifyitems(
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        # tryfirst: the generated tests must exist before -k/-m/--deselect filter the list.
-        if self.state.collected:
-            return
-        anchor = SearchEvalFile.from_parent(session, path=self.state.anchor())
-        items.extend(i for i in anchor.collect() if isinstance(i, pytest.Item))
+        # tryfirst: the generated tests must exist before -k/-m/--deselect/--lf filter the list.
+        if not self.state.collected:
+            anchor = SearchEvalFile.from_parent(session, path=self.state.anchor())
+            items.extend(i for i in anchor.collect() if isinstance(i, pytest.Item))
+        self.generated = _by_kind(items)
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        # Runs on the controller for xdist reports too, so rows merge the same way. Records
-        # are added during the call phase; the teardown report repeats them.
-        if report.when != "call":
-            return
-        for key, value in report.user_properties:
-            if key == ROW_KEY:
-                # Kept as JSON text until the session ends: strings are invisible to the
-                # garbage collector, thousands of parsed rows are not (each collection would
-                # walk them all).
-                self.state.raw_rows.append(str(value))
-            elif key == INVARIANT_KEY:
-                inv = json.loads(str(value))
-                self.state.invariants[inv["id"]] = inv
-            elif key == LATENCY_KEY:
-                lat = json.loads(str(value))
-                self.state.latency_tests[lat["profile"]] = lat
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        selected = _by_kind(session.items)
+        self.state.selected = sum(selected.values())
+        # A deselection (-k, -m, --lf, node ids, --deselect) of any query test, or of some but
+        # not all invariant cases, makes the run partial: its report goes beside the full one
+        # and the gate judges only what it can. Leaving out a whole kind (-m searcheval_query)
+        # is a complete run of the rest.
+        q_all, q_sel = self.generated.get("query", 0), selected.get("query", 0)
+        i_all, i_sel = self.generated.get("invariant", 0), selected.get("invariant", 0)
+        self.state.partial = q_sel < q_all or 0 < i_sel < i_all
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -173,8 +177,9 @@ class SessionHooks:
         if config.option.collectonly:
             return
         if hasattr(config, "workerinput"):
-            payload = {"facts": self.state.facts, "unavailable": self.state.unavailable}
-            config.workeroutput[WORKER_OUTPUT_KEY] = json.dumps(payload, default=str)  # type: ignore[attr-defined]
+            from pytest_searcheval.plugin.transport import send
+
+            send(self.state, config)
             return
         import gc
 
@@ -210,22 +215,6 @@ class SessionHooks:
         terminalreporter.section("search evaluation")
         for line in self.lines:
             terminalreporter.write_line(line)
-
-
-class XdistCollector:
-    """Controller side of the pytest-xdist pipeline (registered only when xdist is present)."""
-
-    def __init__(self, state: EvalState) -> None:
-        self.state = state
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        output = getattr(node, "workeroutput", {}) or {}
-        raw = output.get(WORKER_OUTPUT_KEY)
-        if raw is None:
-            return
-        worker = str(output.get("workerid", getattr(node.gateway, "id", "?")))
-        self.state.worker_payloads[worker] = json.loads(raw)
 
 
 __all__ = ["STATE_KEY", "SearchEvalItem", "searcheval_target"]

@@ -14,8 +14,16 @@ from typing import Any
 import pytest
 
 from pytest_searcheval import __version__
-from pytest_searcheval.baseline.gate import Rule, baseline_text, evaluate, make_baseline, passed, verify_baseline
-from pytest_searcheval.plugin.items import EvalState, fill_measures
+from pytest_searcheval.baseline.gate import (
+    Rule,
+    baseline_text,
+    evaluate,
+    make_baseline,
+    passed,
+    verify_baseline,
+)
+from pytest_searcheval.plugin.query import fill_measures
+from pytest_searcheval.plugin.state import EvalState
 from pytest_searcheval.report import build, markdown, terminal_lines, to_json, write_atomic
 
 
@@ -38,14 +46,22 @@ def merged_facts(state: EvalState) -> dict[str, Any] | None:
 
 
 def finish(state: EvalState, session: pytest.Session) -> Outcome:
-    cfg = state.cfg
-    state.merge_rows()
-    if not state.rows and not state.invariants:
-        return Outcome(lines=["searcheval: no query test ran; no report written"])
+    state.merge(state.records)
+    for worker in sorted(state.worker_payloads):
+        payload = state.worker_payloads[worker]
+        state.merge(payload.get("records") or {})
+        if state.resolved is None and payload.get("resolved"):
+            state.apply_resolution(payload["resolved"])
+    if state.resolved is None:
+        state.resolve({}, {})
+    if not state.rows and not state.invariants and not state.latency_tests:
+        return Outcome(lines=["searcheval: no generated test ran; no report written"])
     expected = [q.id for q in state.selected_queries()]
+    cfg = state.cfg
     fill_measures(state, state.rows)
     report = build(
         cfg=cfg,
+        partial=state.partial,
         rows=state.rows,
         expected=expected,
         facts=merged_facts(state),
@@ -103,10 +119,12 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
             appended = True
         hist = history.read(cfg.history)
     out_dir = cfg.report_dir
+    # A partial run never overwrites the full report: it writes beside it, marked partial.
+    stem = "report" if report["run"]["complete"] else "report-partial"
     for name, text in (
-        ("report.json", to_json(report)),
-        ("report.md", markdown(report)),
-        ("report.html", html(report, hist)),
+        (f"{stem}.json", to_json(report)),
+        (f"{stem}.md", markdown(report)),
+        (f"{stem}.html", html(report, hist)),
     ):
         write_atomic(out_dir / name, text)
         written.append(out_dir / name)

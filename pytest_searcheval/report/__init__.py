@@ -24,7 +24,6 @@ from pytest_searcheval.settings import GATED_MEASURES, SearchEvalConfig
 
 SCHEMA_VERSION = 1
 #: Measures shown in the terminal table (the JSON has every configured measure).
-TERMINAL_MEASURES: tuple[str, ...] = ("nDCG@10", "R@20", "P@5", "RR", "bpref", "Judged@10")
 CLASS_MEASURE = "nDCG@10"
 SEED = 20261130
 
@@ -115,6 +114,7 @@ def build(
     invariants: Mapping[str, Mapping[str, Any]] | None = None,
     latency_tests: Mapping[str, Mapping[str, Any]] | None = None,
     workers: int = 0,
+    partial: bool = False,
 ) -> dict[str, Any]:
     """Everything the gate and the renderings need, in a stable order (rows sorted by id)."""
     from pytest_searcheval import metrics
@@ -125,7 +125,7 @@ def build(
     for row in ordered:
         for p, reason in row["unavailable"].items():
             unavailable.setdefault(p, reason)
-    available = [p for p in cfg.profiles if p not in unavailable]
+    available = [p for p in cfg.profiles or () if p not in unavailable]
 
     columns = _columns(ordered, available, cfg.measures)
     cells = _intervals(columns, cfg)
@@ -146,7 +146,7 @@ def build(
                 for key in ((p, ""), (p, r["class"])):
                     n_evaluated[key] = n_evaluated.get(key, 0) + 1
     profiles: dict[str, Any] = {}
-    for p in cfg.profiles:
+    for p in cfg.profiles or ():
         entry: dict[str, Any] = {"available": p in available, "reason": unavailable.get(p)}
         if p in available:
             entry["measures"] = {m: cells[(p, m)] for m in cfg.measures}
@@ -206,7 +206,7 @@ def build(
     comparisons = _comparisons(columns, available, cfg)
 
     queries: dict[str, Any] = {}
-    base_queries = ((baseline or {}).get("profiles") or {}).get(cfg.gated_profile) or {}
+    base_queries = ((baseline or {}).get("profiles") or {}).get(cfg.gated) or {}
     base_queries = base_queries.get("queries") or {}
     all_judgments = getattr(collection, "judgments", {}) or {}
     for row in ordered:
@@ -216,7 +216,10 @@ def build(
             "split": row["split"],
             "text": row["text"],
             "unanswerable": row["unanswerable"],
-            "failures": row["failures"],
+            "failures": [r["text"] for r in row["reasons"]],
+            "reasons": row["reasons"],
+            "relevant": row.get("relevant", 0),
+            "judged": row.get("judged", True),
             "unavailable": row["unavailable"],
             "profiles": {
                 p: {
@@ -225,11 +228,11 @@ def build(
                     "grades": [judged.get(doc_id) for doc_id in d["ids"]],
                     # finite floats already (fill_measures leaves undefined values out)
                     "measures": d["measures"],
-                    "violations": d["violations"],
+                    "violations": [v["text"] for v in d["violations"]],
                     "constraint_breaks": d["constraint_breaks"],
                     "applied_filters": d["applied"],
                     "extracted_filters": d["extracted"],
-                    "expectations_unmet": d["expectations"],
+                    "expectations_unmet": [e["text"] for e in d["expectations"]],
                     "latency_ms": d.get("latency_ms"),
                 }
                 for p, d in row["profiles"].items()
@@ -252,8 +255,11 @@ def build(
         "created": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
         "run": {
             "split": cfg.split,
-            "profiles": list(cfg.profiles),
-            "gated_profile": cfg.gated_profile,
+            "profiles": list(cfg.profiles or ()),
+            "gated_profile": cfg.gated,
+            "gate_over": cfg.gate_over,
+            "trec_compat": cfg.trec_compat,
+            "conventions": _conventions(cfg),
             "relevance_level": cfg.relevance_level,
             "gain": cfg.gain,
             "limit": cfg.limit,
@@ -263,7 +269,8 @@ def build(
             "query_measure": cfg.query_measure,
             "queries_expected": len(expected),
             "queries_run": len(ordered),
-            "complete": set(expected) <= set(rows),
+            "complete": set(expected) <= set(rows) and not partial,
+            "partial": partial or not set(expected) <= set(rows),
             "xdist_workers": workers,
             "bootstrap": {"samples": cfg.bootstrap_samples, "seed": SEED, "confidence": 0.95},
             "randomization": {"permutations": cfg.permutations, "seed": SEED, "correction": "holm"},
@@ -305,6 +312,12 @@ def build(
         "gate": None,
     }
     return report
+
+
+def _conventions(cfg: SearchEvalConfig) -> dict[str, Any]:
+    from pytest_searcheval.baseline.gate import conventions
+
+    return conventions(cfg)
 
 
 def _invariant_summary(invariants: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -536,6 +549,46 @@ def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
+def shown_measures(measures: Sequence[str]) -> list[str]:
+    """The table's columns: one measure per name (the last listed: nDCG@10 over nDCG@5)."""
+    last: dict[str, str] = {}
+    for m in measures:
+        last[m.split("@")[0]] = m
+    return [m for m in measures if last[m.split("@")[0]] == m]
+
+
+def relevance_lines(report: Mapping[str, Any]) -> list[str]:
+    """How many queries entered the relevance aggregates, and why the others did not."""
+    run = report["run"]
+    level = run["relevance_level"]
+    queries = report["queries"]
+    if not queries:
+        return []
+    if run.get("trec_compat"):
+        judged = [q for q, d in queries.items() if d.get("judged", True)]
+        return [
+            f"relevance measures over {len(judged)} of {len(queries)} queries: every judged "
+            "query counts (trec-compat), a query without a relevant document scores 0"
+        ]
+    inside = [q for q, d in queries.items() if d.get("relevant", 0) > 0]
+    outside = [q for q, d in queries.items() if d.get("relevant", 0) <= 0]
+    line = (
+        f"relevance measures over {len(inside)} of {len(queries)} queries (a judged document "
+        f"of grade >= {level})"
+    )
+    if outside:
+        unanswerable = [q for q in outside if queries[q].get("unanswerable")]
+        other = [q for q in outside if not queries[q].get("unanswerable")]
+        parts = []
+        if unanswerable:
+            parts.append(f"{len(unanswerable)} unanswerable (scored by no-result accuracy)")
+        if other:
+            shown = ", ".join(other[:8]) + (", ..." if len(other) > 8 else "")
+            parts.append(f"{len(other)} with no document of grade >= {level}: {shown}")
+        line += "; left out: " + "; ".join(parts)
+    return [line]
+
+
 def terminal_lines(report: Mapping[str, Any]) -> list[str]:
     """The terminal section: profile x measure (95% CI), per-class table, comparisons, gate."""
     run = report["run"]
@@ -545,7 +598,7 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
         f"gain={run['gain']} relevance>={run['relevance_level']} "
         f"(mean [95% bootstrap CI], n={run['bootstrap']['samples']})"
     ]
-    measures = [m for m in TERMINAL_MEASURES if m in run["measures"]]
+    measures = shown_measures(run["measures"])
     body: list[list[str]] = []
     for p, entry in report["profiles"].items():
         if not entry["available"]:
@@ -563,14 +616,7 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
             ]
         )
     lines += _table(["profile", *measures, "no-result", "p95 ms", "viol."], body)
-    evaluated_n = {e.get("evaluated") for e in report["profiles"].values() if e["available"]}
-    if evaluated_n:
-        lines.append(
-            "relevance measures over "
-            + "/".join(str(n) for n in sorted(evaluated_n, key=lambda n: -1 if n is None else n))
-            + f" queries with a judged document of grade >= {run['relevance_level']} "
-            "(the rest: no-result accuracy)"
-        )
+    lines += relevance_lines(report)
     for p, entry in report["profiles"].items():
         if not entry["available"]:
             lines.append(f"unavailable: {p}: {entry['reason']}")
@@ -602,6 +648,9 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
         lines.append("")
         lines += inv
     for name, lat in report["latency_tests"].items():
+        if "not_measured" in lat:
+            lines.append(f"latency {name}: not measured: {lat['not_measured']}")
+            continue
         lines.append(
             f"latency {name}: p50 {lat['p50_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms, "
             f"p99 {lat['p99_ms']:.2f} ms over {lat['n']} requests"
@@ -634,7 +683,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         for rule in gate["rules"]:
             out.append(f"- `{rule['status']}` {rule['name']}: {rule['detail']}")
         out.append("")
-    measures = [m for m in TERMINAL_MEASURES if m in run["measures"]]
+    measures = shown_measures(run["measures"])
     out.append("| profile | " + " | ".join(measures) + " | no-result acc. | p95 ms | violations |")
     out.append("|---" * (len(measures) + 4) + "|")
     for p, e in report["profiles"].items():

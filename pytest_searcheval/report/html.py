@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_searcheval.report import (
     CLASS_MEASURE,
-    TERMINAL_MEASURES,
+    shown_measures,
     _ci,
     _conformance_line,
     _extraction_line,
@@ -60,7 +60,11 @@ def _png(fig: Any) -> str:
 
 
 def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    import matplotlib
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        # The core install has no plotting library; the tables say everything the plots do.
+        return []
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -123,7 +127,8 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         if lat:
             series.append((p, lat))
     for name, test in report.get("latency_tests", {}).items():
-        series.append((f"{name} (latency test)", list(test.get("samples_ms", []))))
+        if test.get("samples_ms"):
+            series.append((f"{name} (latency test)", list(test["samples_ms"])))
     if series:
         fig, ax = plt.subplots(figsize=(8, 3.2))
         ax.boxplot([s for _, s in series], orientation="horizontal", whis=(1, 99), showfliers=False)
@@ -239,7 +244,7 @@ def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
     ledger_lines = _ledger_lines(report)
     if ledger_lines:
         parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in ledger_lines) + "</ul>")
-    measures = [m for m in TERMINAL_MEASURES if m in run["measures"]]
+    measures = shown_measures(run["measures"])
     parts.append("<h2>Profiles</h2><table><tr><th>profile</th>")
     parts += [f"<th>{_e(m)}</th>" for m in measures]
     parts.append("<th>no-result acc.</th><th>p95 ms</th><th>violations</th></tr>")

@@ -2,7 +2,7 @@
 
 A target answers ``search(query, profile=..., limit=..., filters=...)`` with a ranked
 ``SearchResponse``. The plugin never trusts a target about filters: every returned hit is
-checked against the corpus by :mod:`pytest_searcheval.x402.oracle`.
+checked against the corpus by the collection's domain (:mod:`pytest_searcheval.domain`).
 
 Targets that can change their catalog (upsert, delete, re-index) implement ``MutableTarget``;
 the mutating invariants run only on ``isolated()`` copies, never on the shared index.
@@ -15,10 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_searcheval.x402.vocabulary import BAZAAR_PARAMS, FILTER_KEYS
-
 __all__ = [
-    "FILTER_KEYS",
     "CallableTarget",
     "EngineTarget",
     "Hit",
@@ -254,6 +251,8 @@ class HttpTarget:
 
         params: dict[str, str] = {k: str(v) for k, v in (filters or {}).items() if v is not None}
         if not self.is_template:
+            from pytest_searcheval.x402.vocabulary import BAZAAR_PARAMS
+
             params = {BAZAAR_PARAMS.get(k, k): v for k, v in params.items()}
         if self.is_template:
             url = self.base_url.format(
@@ -367,6 +366,10 @@ class _EngineCatalog:
     """Catalog changes and private copies through an in-process reference engine."""
 
     engine: Any
+
+    def defaults(self) -> Mapping[str, Any]:
+        """The reference engine's gate: hybrid is gated and must not fall below lexical."""
+        return {"gated_profile": "hybrid", "gate_over": "lexical"}
 
     def upsert(self, document: Mapping[str, Any]) -> None:
         self.engine.upsert(dict(document))

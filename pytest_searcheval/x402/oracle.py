@@ -75,6 +75,8 @@ def _decimal(value: object) -> Decimal | None:
     approximation."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)):
         return None
+    if not str(value).isascii():  # Decimal() reads other scripts' digits; prices are ASCII
+        return None
     try:
         d = Decimal(str(value).strip())
     except InvalidOperation:

@@ -7,6 +7,7 @@ in test_engine_api_e2e.py.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
@@ -324,16 +325,28 @@ def test_admin_routes(client: TestClient, engine: FakeEngine) -> None:
         ({"x402": "no"}, "x402"),
         ({"x402": {"type": "grpc"}}, "x402.type"),
         ({"x402": {"accepts": [{"amount": "1.5"}]}}, "x402.accepts[0].amount"),
-        ({"fields": {"k\x00": 1}}, "body"),
+        ({"fields": {"k\x00": 1}}, "fields.'k\\x00'"),
+        ({"sidecar": {"settlements": True}}, "sidecar.settlements"),
+        ({"sidecar": {"liveness": {"a": 1}}}, "sidecar.liveness"),
+        ({"fields": {"n": float("nan")}}, "fields.n"),
+        ({"fields": {"n": 10**30}}, "fields.n"),
+        ({"title": "\ud800"}, "title"),
+        ({"fields": {"\ud800": 1}}, "fields.'\\ud800'"),
         ([1, 2], "body"),
     ],
 )
 def test_admin_rejects_bad_records(
     client: TestClient, engine: FakeEngine, body: Any, field: str
 ) -> None:
-    r = client.put("/admin/resources/c", json=body, headers=auth())
+    if isinstance(body, dict):
+        body = {"text": "t", **body}  # otherwise a valid record: the named field is at fault
+    raw = json.dumps(body, allow_nan=True).encode("utf-8", "surrogatepass")
+    r = client.put("/admin/resources/c", content=raw, headers=auth())
     assert r.status_code == 400, r.text
-    assert r.json()["field"] == field
+    answer = r.json()
+    fields = [p["field"] for p in answer.get("problems", [])] or [answer["field"]]
+    assert field in fields, answer
+    assert answer["field"] == fields[0]
     assert "c" not in engine.docs
 
 

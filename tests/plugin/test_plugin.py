@@ -152,7 +152,12 @@ def test_selection_by_k_and_node_id(pytester: pytest.Pytester) -> None:
         "--search-eval", "-p", "no:cacheprovider", "collection.yaml::test_query[q2-paraphrase]"
     )
     result.assert_outcomes(passed=1)
-    assert read_report(pytester)["run"]["queries_run"] == 1
+    # A partial run writes beside the full report, never over it.
+    assert not (pytester.path / "searcheval-report" / "report.json").exists()
+    partial = json.loads(
+        (pytester.path / "searcheval-report" / "report-partial.json").read_text()
+    )
+    assert partial["run"]["queries_run"] == 1 and partial["run"]["partial"]
 
 
 def test_split_and_ini_precedence(pytester: pytest.Pytester) -> None:
@@ -168,8 +173,8 @@ def test_split_and_ini_precedence(pytester: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--search-eval-gain", "log"], "--search-eval-gain: expected exp or linear, got 'log'"),
-        (["--search-eval-limit", "x"], "--search-eval-limit: expected int, got 'x'"),
+        (["--search-eval-gain", "log"], "--search-eval-gain: expected one of exp, linear, got 'log'"),
+        (["--search-eval-limit", "x"], "--search-eval-limit: expected an integer, got 'x'"),
         (
             ["--search-eval-gated-profile", "bm25"],
             "--search-eval-gated-profile: 'bm25' is not among the profiles*",
@@ -344,7 +349,12 @@ def test_relevance_measures_share_one_evaluated_query_set(pytester: pytest.Pytes
     judgments.write_text(judgments.read_text().replace("q4\td5\t3", "q4\td5\t1"))
     result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
-    result.stdout.fnmatch_lines(["relevance measures over 2 queries with a judged document of*"])
+    result.stdout.fnmatch_lines(
+        [
+            "relevance measures over 2 of 4 queries (a judged document of grade >= 2); left out: "
+            "1 unanswerable (scored by no-result accuracy); 1 with no document of grade >= 2: q4"
+        ]
+    )
     report = read_report(pytester)
     for profile in ("lexical", "semantic", "hybrid"):
         entry = report["profiles"][profile]
@@ -367,15 +377,21 @@ def test_relevance_measures_share_one_evaluated_query_set(pytester: pytest.Pytes
     assert {c["n"] for c in report["profiles"]["hybrid"]["measures"].values()} == {3}
 
 
-def test_invariant_options_cover_every_invariant_setting() -> None:
+def test_every_setting_is_declared_once_and_documented() -> None:
     import dataclasses
+    from pathlib import Path
 
     from pytest_searcheval.invariants.base import InvariantSettings
-    from pytest_searcheval.settings import INVARIANT_OPTIONS
+    from pytest_searcheval.settings import all_declared, markdown_table
 
+    names = {d.name for d in all_declared()}
     fields = {f.name for f in dataclasses.fields(InvariantSettings)}
     # The invariants' profile, split and limit follow gated_profile, split and limit.
-    assert {o.name for o in INVARIANT_OPTIONS} == fields - {"profile", "split", "limit"}
+    assert {"invariant_" + f for f in fields - {"profile", "split", "limit"}} <= names
+    docs = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    assert markdown_table() in docs.read_text(encoding="utf-8"), (
+        "docs/configuration.md: regenerate the table with python -m pytest_searcheval.settings"
+    )
 
 
 def test_invariant_settings_from_ini_and_command_line(pytester: pytest.Pytester) -> None:
@@ -405,4 +421,4 @@ def test_invariant_settings_from_ini_and_command_line(pytester: pytest.Pytester)
         ["*--search-eval-invariant-churn-rbo-p: invariant settings: churn_rbo_p: expected*"]
     )
     bad = pytester.runpytest("--search-eval", "--search-eval-invariant-churn-k=many")
-    bad.stderr.fnmatch_lines(["*--search-eval-invariant-churn-k: expected int, got 'many'*"])
+    bad.stderr.fnmatch_lines(["*--search-eval-invariant-churn-k: expected an integer, got 'many'*"])

@@ -81,5 +81,18 @@ def test_latency_tests_skip_under_xdist_with_a_reason(pytester: pytest.Pytester)
     result = pytester.runpytest_subprocess(
         "--search-eval", "-n", "2", "--search-eval-latency-p95-ms", "1000", "-rs"
     )
-    result.stdout.fnmatch_lines(["*SKIPPED*latency tests run serially only*-p no:xdist*"])
+    result.stdout.fnmatch_lines(
+        [
+            "latency hybrid: not measured: pytest-benchmark is disabled under pytest-xdist; "
+            "rerun the latency test serially (-p no:xdist or -n 0)",
+            "*[[]skipped[]] latency budgets: not measured: pytest-benchmark is disabled under*",
+        ]
+    )
     result.assert_outcomes(passed=4, skipped=1)
+    # Budgets that were not measured fail a strict gate instead of passing quietly.
+    strict = pytester.runpytest_subprocess(
+        "--search-eval", "-n", "2", "--search-eval-latency-p95-ms", "1000",
+        "--search-eval-strict-baseline",
+    )
+    strict.stdout.fnmatch_lines(["*[[]failed[]] latency budgets: not measured:*(strict)"])
+    assert strict.ret == 1

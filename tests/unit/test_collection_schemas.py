@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import yaml
 from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
 
 from pytest_searcheval.collection import CollectionError, load, schema
+from pytest_searcheval.collection import validator as collection_validator
 from pytest_searcheval.collection.native import DOCUMENT_KEYS, EXPECT_KEYS, QUERY_KEYS
 from pytest_searcheval.collection.schemas import SCHEMAS
 from pytest_searcheval.collection.synth import write_synthetic
@@ -17,10 +17,38 @@ from pytest_searcheval.x402.oracle import FILTER_KEYS
 
 
 def validator(name: str) -> Draft202012Validator:
-    registry: Registry = Registry().with_resources(
-        (schema(n)["$id"], Resource.from_contents(schema(n))) for n in SCHEMAS
+    v: Draft202012Validator = collection_validator(name)
+    return v
+
+
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_no_reference_can_reach_the_network(name: str) -> None:
+    """Every $ref names a shipped schema by URN; a plain validator with no registry resolves
+    none of them remotely (a URN has no host to look up)."""
+    text = json.dumps(schema(name))
+    refs = [r for r in text.split('"$ref": "')[1:]]
+    for ref in refs:
+        target = ref.split('"', 1)[0]
+        assert target.startswith(("#", "urn:pytest-searcheval:schema:")), target
+    assert "http" not in schema(name)["$id"]
+
+
+def test_the_validator_resolves_among_the_shipped_schemas_only() -> None:
+    from referencing.exceptions import Unresolvable
+
+    # constraints -> filters.schema.json -> document.schema.json#/$defs/strkey, all resolved
+    query = {"id": "q", "text": "t", "class": "paraphrase", "split": "dev"}
+    bad = [{**query, "constraints": {"recipient": "not-an-address"}}]
+    paths = [list(e.absolute_path) for e in validator("queries").iter_errors(bad)]
+    assert paths == [[0, "constraints"]], paths
+    paths = [list(e.absolute_path) for e in validator("filters").iter_errors(bad[0]["constraints"])]
+    assert paths == [["recipient"]], paths
+    assert not list(validator("queries").iter_errors([query]))
+    foreign = collection_validator("queries").evolve(
+        schema={"$ref": "https://schemas.example/elsewhere.json"}
     )
-    return Draft202012Validator(schema(name), registry=registry)
+    with pytest.raises(Unresolvable):
+        foreign.validate({})
 
 
 @pytest.mark.parametrize("name", SCHEMAS)

