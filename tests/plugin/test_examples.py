@@ -92,7 +92,6 @@ def test_trec_example_runs_are_what_make_runs_writes() -> None:
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="needs --search-eval-run")
 def test_two_trec_runs_with_the_gate_on_one(tmp_path: Path) -> None:
     work = _copy("trec-runs", tmp_path)
     done = _pytest(work)
@@ -105,3 +104,14 @@ def test_two_trec_runs_with_the_gate_on_one(tmp_path: Path) -> None:
     assert {("plain", "stemmed", "nDCG@10"), ("plain", "stemmed", "R@20")} <= pair
     rules = {r["name"]: r["status"] for r in report["gate"]["rules"]}
     assert rules["stemmed >= plain on nDCG@10"] == "passed"
+    assert rules["stemmed nDCG@10 vs baseline"] == "passed"
+    assert rules["dataset and model unchanged"] == "passed"
+
+
+def test_trec_example_gate_fails_when_the_gated_run_gets_worse(tmp_path: Path) -> None:
+    work = _copy("trec-runs", tmp_path)
+    plain = (work / "runs" / "plain.run").read_text()
+    (work / "runs" / "stemmed.run").write_text(plain.replace("tantivy-plain", "tantivy-stemmed"))
+    done = _pytest(work)
+    assert done.returncode != 0
+    assert "[failed] stemmed nDCG@10 vs baseline" in done.stdout
