@@ -226,12 +226,6 @@ def record(
     }
     if exts:
         wire["extensions"] = {e: {} for e in exts}
-    if kind == "mcp":
-        wire["tool"] = {
-            "server": "mcp://mcp.conformance.example",
-            "name": doc_id.replace("-", "_"),
-            "inputSchema": {"type": "object"},
-        }
     return {
         "id": doc_id,
         "title": f"Conformance probe {doc_id[3:]}",

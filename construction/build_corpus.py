@@ -16,7 +16,15 @@ converts it into atomic units of the option's asset: ``units = round(usd / rate 
 Addresses: Stellar strkeys derived from SHA-256 of a label, encoded with CRC16-XModem checksums
 (pytest_searcheval.x402.strkey when importable, else the fallback below).
 
-Run: python construction/build_corpus.py [--check]  (--check: fail if outputs would change)
+Wire objects: built the way an x402 Bazaar facilitator sees a listing, with the official x402 SDK
+(the ``x402`` extra): the seller declares its discovery extension (``declare_discovery_extension``
+or ``declare_mcp_discovery_extension``, with its schemas), its resource server answers 402, the
+client echoes the extensions, and the facilitator validates and extracts the discovery record
+(pytest_searcheval/x402/bazaar.py). The wire object holds only the fields of a discovered
+resource; category, liveness, provenance and the USD price stay in the sidecar.
+
+Run: python construction/build_corpus.py [--check]  (--check: fail if outputs would change or
+the SDK's facilitator side refuses, or would store differently, any shipped listing)
 """
 
 from __future__ import annotations
@@ -373,48 +381,42 @@ def build_listing(
 ) -> dict[str, Any]:
     r = rng_for(doc_id, "listing")
     options = payment_options(doc_id, provider, capability)
-    wire: dict[str, Any] = {}
     if kind == "mcp":
         assert server is not None and tool is not None
-        base = f"mcp://{mcp_host(server)}"
-        wire["resource"] = f"{base}/tools/{tool}"
-        wire["type"] = "mcp"
+        resource = f"mcp://{mcp_host(server)}/tools/{tool}"
     else:
-        wire["resource"] = f"https://{host_of(provider)}{endpoint_path(title, provider)}"
-        wire["type"] = "http"
-    wire["description"] = text
-    wire["mimeType"] = "application/json"
-    wire["accepts"] = options
+        resource = f"https://{host_of(provider)}{endpoint_path(title, provider)}"
     in_spec: dict[str, str] = dict(io["in"]) if io else {}
     out_spec: dict[str, str] = dict(io["out"]) if io else {}
     method = io["method"] if io else "GET"
+    # The draws keep their order and conditions: every later draw (liveness, settlements) of
+    # the listing depends on how many came before.
     with_schema = style == "schema-heavy" or (not sparse and r.random() < 0.6)
-    if kind == "http" and with_schema and in_spec:
-        wire["inputSchema"] = schema_of(in_spec)
-        wire["outputSchema"] = schema_of(out_spec, required=0)
-    extensions: dict[str, Any] = {}
-    if kind == "http" and in_spec and not sparse and r.random() < 0.45:
-        where = "queryParams" if method == "GET" else "body"
-        extensions["bazaar"] = {
-            "discoverable": True,
-            "info": {
-                "input": {"type": "http", "method": method, where: example_of(in_spec)},
-                "output": {"type": "json", "example": example_of(out_spec)},
-            },
-        }
+    with_example = kind == "http" and bool(in_spec) and not sparse and r.random() < 0.45
+    extensions = declared_extension(
+        kind=kind,
+        tool=tool,
+        description=text,
+        method=method,
+        in_spec=in_spec,
+        out_spec=out_spec,
+        with_schema=with_schema,
+        with_example=with_example,
+    )
     if r.random() < 0.08:
         extensions["attestation"] = {"issuer": host_of(provider), "method": "signed-response"}
     if r.random() < 0.10:
         extensions["rate-limit"] = {"requests_per_minute": r.choice([30, 60, 120, 600])}
-    if extensions:
-        wire["extensions"] = extensions
-    if kind == "mcp":
-        assert server is not None and tool is not None
-        wire["tool"] = {
-            "server": f"mcp://{mcp_host(server)}",
-            "name": tool,
-            "inputSchema": schema_of(in_spec) if in_spec else {"type": "object"},
-        }
+    wire = facilitator_record(
+        doc_id=doc_id,
+        resource=resource,
+        description=text,
+        service_name=server if kind == "mcp" else provider,
+        tags=tags,
+        accepts=options,
+        extensions=extensions,
+        method=method if kind == "http" else None,
+    )
     x = r.random()
     liveness = "live" if x < 0.75 else "degraded" if x < 0.90 else "stale"
     if adversarial == "keyword-stuffing" or sparse:
@@ -449,6 +451,99 @@ def build_listing(
             "sparse": sparse,
         },
     }
+
+
+# --------------------------------------------------------------------------- x402 SDK
+
+#: When the facilitator cataloged every listing (a fixed date: the build uses no clock).
+LAST_UPDATED = f"{PRICE_SNAPSHOT}T00:00:00Z"
+
+
+def declared_extension(
+    *,
+    kind: str,
+    tool: str | None,
+    description: str,
+    method: str,
+    in_spec: dict[str, str],
+    out_spec: dict[str, str],
+    with_schema: bool,
+    with_example: bool,
+) -> dict[str, Any]:
+    """The listing's Bazaar discovery extension, declared with the official x402 SDK as its
+    seller would: an MCP tool with its description and input schema; an HTTP endpoint with its
+    query or body schema and output schema when ``with_schema``, its example input and output
+    when ``with_example``. A body method that declares a body schema declares an example body
+    with it, since the SDK validates the one against the other."""
+    from x402.extensions.bazaar import (
+        DeclareMcpDiscoveryConfig,
+        OutputConfig,
+        declare_discovery_extension,
+        declare_mcp_discovery_extension,
+    )
+
+    if kind == "mcp":
+        assert tool is not None
+        return declare_mcp_discovery_extension(
+            DeclareMcpDiscoveryConfig(
+                tool_name=tool,
+                input_schema=schema_of(in_spec) if in_spec else {"type": "object"},
+                description=description,
+                transport="streamable-http",
+            )
+        )
+    body = method in ("POST", "PUT", "PATCH")
+    with_schema = with_schema and bool(in_spec)
+    example = example_of(in_spec) if in_spec and (with_example or (body and with_schema)) else None
+    output = None
+    if out_spec and (with_schema or with_example):
+        output = OutputConfig(
+            example=example_of(out_spec),
+            schema=schema_of(out_spec, required=0) if with_schema else None,
+        )
+    return declare_discovery_extension(
+        input=example,
+        input_schema=schema_of(in_spec) if with_schema else None,
+        body_type="json" if body else None,
+        output=output,
+    )
+
+
+def facilitator_record(
+    *,
+    doc_id: str,
+    resource: str,
+    description: str,
+    service_name: str | None,
+    tags: list[str],
+    accepts: list[dict[str, Any]],
+    extensions: dict[str, Any],
+    method: str | None,
+) -> dict[str, Any]:
+    """The wire object: what a Bazaar facilitator stores for a settlement of the listing, by
+    the SDK's own seller, client and facilitator code (pytest_searcheval.x402.bazaar)."""
+    from pytest_searcheval.x402 import bazaar
+
+    required = bazaar.payment_required(
+        resource=resource,
+        description=description,
+        mime_type="application/json",
+        service_name=service_name,
+        tags=tags or None,
+        accepts=accepts,
+        extensions=extensions,
+        method=method,
+    )
+    try:
+        record = bazaar.catalog_record(required, last_updated=LAST_UPDATED)
+    except bazaar.ListingRefused as exc:
+        raise SystemExit(f"listing {doc_id}: the x402 SDK refuses it: {exc}") from None
+    if record["resource"] != resource or record.get("description") != description:
+        raise SystemExit(
+            f"listing {doc_id}: the facilitator would catalog it as {record['resource']!r}"
+            f" with another description; the engine indexes both"
+        )
+    return record
 
 
 def product_id(p: Product) -> str:
@@ -587,13 +682,29 @@ def manifest_text() -> str:
     return header + yaml.safe_dump(manifest, sort_keys=False, width=100)
 
 
+def refused(listings: list[dict[str, Any]]) -> list[str]:
+    """Every listing the x402 SDK's facilitator side refuses or would store differently."""
+    from pytest_searcheval.x402 import bazaar
+
+    return [f"{d['id']}: {problem}" for d in listings for problem in bazaar.refusals(d["x402"])]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="fail if the outputs are out of date")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="fail if the outputs are out of date or the x402 SDK refuses a listing",
+    )
     args = ap.parse_args()
     listings, body = build()
     manifest = manifest_text()
     if args.check:
+        shipped = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]
+        problems = refused(shipped) if CORPUS.exists() else []
+        if problems:
+            print("refused by the x402 SDK:\n  " + "\n  ".join(problems), file=sys.stderr)
+            return 1
         stale = [
             str(p.relative_to(ROOT))
             for p, content in ((CORPUS, body), (MANIFEST, manifest))

@@ -174,14 +174,13 @@ def counts_section() -> str:
         f"{format(prices[len(prices) // 2].normalize(), 'f')}."
     )
     ext = Counter(k for d in docs for k in (d["x402"].get("extensions") or {}))
-    with_schema = sum("inputSchema" in d["x402"] for d in docs)
+    with_schema = sum(declares_schema(d["x402"]) for d in docs)
     live = Counter(s["liveness"] for s in sc)
     lines.append(
         "Extensions: "
         + ", ".join(f"{k} {v}" for k, v in sorted(ext.items()))
-        + f". Listings with input/output schemas: {with_schema}. Liveness: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(live.items()))
-        + "."
+        + f". Listings whose Bazaar extension declares an input schema with fields: {with_schema}."
+        " Liveness: " + ", ".join(f"{k} {v}" for k, v in sorted(live.items())) + "."
     )
     lines.append("")
     lines.append("### Asset registry (collection.yaml)")
@@ -221,6 +220,17 @@ def counts_section() -> str:
             f"{sum(v for (c, s), v in by.items() if s == 'test')} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def declares_schema(x402: dict[str, Any]) -> bool:
+    """The listing's Bazaar extension declares input fields (query parameters, body or tool)."""
+    schema = ((x402.get("extensions") or {}).get("bazaar") or {}).get("schema") or {}
+    declared = schema.get("properties", {}).get("input", {}).get("properties", {})
+    if x402.get("type") == "mcp":
+        tool = ((x402.get("extensions") or {}).get("bazaar") or {}).get("info", {}).get("input")
+        return bool(((tool or {}).get("inputSchema") or {}).get("properties"))
+    given = declared.get("queryParams") or declared.get("body") or {}
+    return bool(given.get("properties"))
 
 
 def main() -> int:

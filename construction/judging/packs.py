@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pool import load_corpus
+from pool import load_corpus, mcp_tool_name
 
 ROOT = Path(__file__).resolve().parents[2]
 RUBRIC = ROOT / "construction/judging/rubric.md"
@@ -53,9 +53,9 @@ def card(record: dict[str, Any], assets: dict[str, dict[str, Any]]) -> str:
     lines = [f"**{record.get('title', '')}**  (type: {x402.get('type', 'n/a')})"]
     if x402.get("resource"):
         lines.append(f"resource: {x402['resource']}")
-    tool = x402.get("tool") or {}
-    if tool.get("name"):
-        lines.append(f"MCP tool: {tool['name']}")
+    tool = mcp_tool_name(x402)
+    if tool:
+        lines.append(f"MCP tool: {tool}")
     lines.append(f"description: {record.get('text', '').strip()}")
     if fields.get("tags"):
         lines.append(f"tags: {', '.join(map(str, fields['tags']))}")

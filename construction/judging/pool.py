@@ -53,15 +53,23 @@ def load_corpus(root: Path) -> dict[str, dict[str, Any]]:
     return docs
 
 
+def mcp_tool_name(x402: dict[str, Any]) -> str:
+    """The tool name an MCP listing declares in its Bazaar extension ("" for HTTP listings)."""
+    declared = ((x402.get("extensions") or {}).get("bazaar") or {}).get("info", {}).get("input")
+    if isinstance(declared, dict) and declared.get("type") == "mcp":
+        return str(declared.get("toolName") or "")
+    return ""
+
+
 def doc_text(record: dict[str, Any]) -> str:
     fields = record.get("fields") or {}
     tags = fields.get("tags") or []
     x402 = record.get("x402") or {}
     parts = [record.get("title", ""), record.get("text", ""), " ".join(map(str, tags))]
     parts.append(str(x402.get("resource", "")).replace("/", " ").replace("-", " "))
-    tool = x402.get("tool") or {}
-    if tool.get("name"):
-        parts.append(str(tool["name"]).replace("_", " "))
+    tool = mcp_tool_name(x402)
+    if tool:
+        parts.append(tool.replace("_", " "))
     return " ".join(p for p in parts if p)
 
 

@@ -18,7 +18,8 @@ Fields (generic documents have ``id``, ``title``, ``text``, free ``fields``; x40
 - ``text``: the description prose (``text``; ``x402.description`` when it differs and adds words).
 - ``meta``: tags and provider from ``fields`` (any string or list-of-strings value of ``fields``).
 - ``url``: path segments of ``x402.resource`` (host words included, the ``.example`` TLD dropped).
-- ``tool``: the MCP tool name (``x402.tool.name``) and server.
+- ``tool``: the MCP tool name (``toolName`` of the listing's Bazaar discovery extension,
+  ``x402.extensions.bazaar.info.input``) and its server (scheme and host of ``x402.resource``).
 
 The sidecar is never indexed: it carries ground-truth-adjacent labels.
 """
@@ -207,6 +208,27 @@ def _url_words(resource: str) -> str:
     return " ".join([*host, parts.path])
 
 
+def _mcp_tool(x402: Mapping[str, Any]) -> str:
+    """ "<tool name> <scheme>://<host>" of an MCP listing's Bazaar extension, else ""."""
+    extensions = x402.get("extensions")
+    bazaar = extensions.get("bazaar") if isinstance(extensions, Mapping) else None
+    info = bazaar.get("info") if isinstance(bazaar, Mapping) else None
+    declared = info.get("input") if isinstance(info, Mapping) else None
+    if not isinstance(declared, Mapping) or declared.get("type") != "mcp":
+        return ""
+    name = declared.get("toolName")
+    words = [name] if isinstance(name, str) and name else []
+    resource = x402.get("resource")
+    if isinstance(resource, str):
+        try:
+            parts = urlsplit(resource)
+        except ValueError:
+            parts = None
+        if parts is not None and parts.scheme and parts.netloc:
+            words.append(f"{parts.scheme}://{parts.netloc}")
+    return " ".join(words)
+
+
 def field_texts(
     title: str, text: str, fields: Mapping[str, Any], x402: Mapping[str, Any] | None
 ) -> dict[str, str]:
@@ -222,11 +244,7 @@ def field_texts(
         resource = x402.get("resource")
         if isinstance(resource, str):
             url = _url_words(resource)
-        tool_obj = x402.get("tool")
-        if isinstance(tool_obj, Mapping):
-            tool = " ".join(
-                s for key in ("name", "server") for s in _strings(tool_obj.get(key)) if s
-            )
+        tool = _mcp_tool(x402)
     return {"title": title, "text": body, "meta": meta, "url": url, "tool": tool}
 
 

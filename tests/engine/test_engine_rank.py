@@ -69,15 +69,25 @@ def test_field_texts_use_url_path_tool_name_and_never_the_sidecar() -> None:
         "Title",
         "Body",
         {"provider": "Skyline Labs", "tags": ["weather", 3]},
-        {
-            "resource": "https://api.skyline.example/v1/forecast/daily?x=1",
-            "tool": {"name": "get_forecast", "server": "mcp://wx.example"},
-        },
+        {"resource": "https://api.skyline.example/v1/forecast/daily?x=1"},
     )
     assert texts["meta"] == "Skyline Labs weather"
     assert texts["url"].split() == ["api", "skyline", "/v1/forecast/daily"]
-    assert "get_forecast" in texts["tool"]
+    assert texts["tool"] == ""
     assert "sidecar" not in " ".join(texts.values())
+    mcp = {
+        "resource": "mcp://mcp.wx.example/tools/get_forecast",
+        "type": "mcp",
+        "extensions": {"bazaar": {"info": {"input": {"type": "mcp", "toolName": "get_forecast"}}}},
+    }
+    texts = index.field_texts("Title", "Body", {}, mcp)
+    assert texts["tool"] == "get_forecast mcp://mcp.wx.example"
+    # an HTTP listing's extension carries no tool name
+    http = {
+        "resource": "https://x.example",
+        "extensions": {"bazaar": {"info": {"input": {"type": "http"}}}},
+    }
+    assert index.field_texts("T", "B", {}, http)["tool"] == ""
 
 
 def test_bm25f_params_are_validated() -> None:

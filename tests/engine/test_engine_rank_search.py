@@ -145,10 +145,15 @@ def _listing(topic: str, i: int, title: str, text: str) -> Document:
             }
         ],
     }
+    extensions: dict[str, Any] = {}
     if mcp:
-        x402["tool"] = {"server": f"mcp://{topic}.example", "name": f"{topic}_tool"}
+        x402["resource"] = f"mcp://{topic}.example/tools/{topic}_tool"
+        declared = {"type": "mcp", "toolName": f"{topic}_tool", "inputSchema": {}}
+        extensions["bazaar"] = {"info": {"input": declared}}
     if i == 0:
-        x402["extensions"] = {"bazaar": {}}
+        extensions.setdefault("bazaar", {})
+    if extensions:
+        x402["extensions"] = extensions
     sidecar = {"liveness": "live" if i == 0 else "degraded", "settlements": 100 * (3 - i)}
     return Document(doc_id, title, text, {"tags": [topic]}, x402, sidecar)
 
