@@ -1,4 +1,4 @@
-"""Developer sessions: tests, eval, latency, lint, typecheck, bench.
+"""Developer sessions: tests, eval, latency, lint, typecheck, bench, schemathesis, load.
 
 Every session installs the project into its own virtual environment. torch is pinned to the
 CPU-only 2.13.0 build where one is available, so that sentence-transformers does not pull a
@@ -73,3 +73,13 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_metrics.py", *session.posargs)
     session.run("python", "benchmarks/bench_engine.py")
     session.run("python", "benchmarks/bench_plugin.py")
+
+
+@nox.session
+def schemathesis(session: nox.Session) -> None:
+    """schemathesis against the engine's published OpenAPI document (/openapi.json): the
+    server on 127.0.0.1, a token of its own, bounded by --max-examples per operation and a
+    timeout for the run (benchmarks/fuzz_openapi.py --help)."""
+    _install(session)
+    session.install("schemathesis>=4.0")
+    session.run("python", "benchmarks/fuzz_openapi.py", *session.posargs)

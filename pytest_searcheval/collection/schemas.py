@@ -45,9 +45,9 @@ def validator(name: str) -> Any:
         ) from exc
 
     def offline(uri: str) -> Any:
-        raise NoSuchResource(ref=uri)
+        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs class
 
-    registry: Any = Registry(retrieve=offline).with_resources(
+    registry: Any = Registry(retrieve=offline).with_resources(  # type: ignore[call-arg]
         (schema(n)["$id"], Resource.from_contents(schema(n))) for n in SCHEMAS
     )
     return Draft202012Validator(schema(name), registry=registry)

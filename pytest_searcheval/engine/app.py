@@ -12,6 +12,7 @@ Routes:
   (``query, profile, results[{id, score, resource}], filters{applied, extracted}, no_result,
   model, latency_ms``). Filter parameters are the shared vocabulary (``type, network, scheme,
   asset, recipient, max_price_usd, extension``).
+* ``GET /openapi.json``: the OpenAPI document of every route (engine/openapi.py).
 * ``GET /healthz`` -> ``{status, profiles, postgres, pgvector, model, documents}``.
 * ``PUT /admin/resources/{id}``, ``DELETE /admin/resources/{id}``, ``POST /admin/reindex``:
   need ``Authorization: Bearer <token>`` (compared in constant time); without a configured
@@ -234,8 +235,33 @@ def create_app(
         title="pytest-searcheval reference engine",
         docs_url=None,
         redoc_url=None,
-        openapi_url=None,
+        openapi_url="/openapi.json",
     )
+
+    documents: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    def openapi_document() -> dict[str, Any]:
+        # The routes never change after create_app; the profiles a client may ask for do (an
+        # unavailable one answers 503 with its reason), so the document lists the usable ones.
+        usable = tuple(p for p, reason in engine.profiles().items() if reason is None)
+        if usable not in documents:
+            from fastapi.openapi.utils import get_openapi
+
+            from pytest_searcheval.engine import openapi
+
+            documents[usable] = openapi.document(
+                get_openapi(title=app.title, version=app.version, routes=app.routes),
+                search_params=SEARCH_PARAMS,
+                profiles=usable,
+                query_cap=query_cap,
+                max_limit=MAX_LIMIT,
+                max_offset=MAX_OFFSET,
+                max_id_chars=MAX_ID_CHARS,
+                admin=token is not None,
+            )
+        return documents[usable]
+
+    app.openapi = openapi_document  # type: ignore[method-assign]
 
     def error(status: int, field: str | None, message: str, **extra: Any) -> JSONResponse:
         body: dict[str, Any] = {"error": message, "field": field, **extra}
@@ -252,7 +278,10 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error(exc.status_code, None, str(exc.detail))
+        response = error(exc.status_code, None, str(exc.detail))
+        for key, value in (exc.headers or {}).items():  # e.g. Allow on a 405
+            response.headers[key] = value
+        return response
 
     @app.exception_handler(RequestValidationError)
     def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -397,10 +426,16 @@ def create_app(
 
     @app.get("/healthz")
     def healthz() -> JSONResponse:
+        # health(): one SELECT 1 within the connection wait, so a dead database answers 503 in
+        # about a second; describe() (counts over every table) is for reports, not probes.
+        probe = getattr(engine, "health", None) or engine.describe
         try:
-            facts = engine.describe()
+            facts = probe()
         except Exception as exc:
-            log.exception("health check failed")
+            if _is_database_outage(exc):
+                log.warning("health check: database unavailable: %s", exc)
+            else:
+                log.exception("health check failed")
             return JSONResponse(
                 {"status": "error", "error": f"{type(exc).__name__}: {exc}"}, status_code=503
             )

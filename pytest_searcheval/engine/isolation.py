@@ -31,6 +31,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import math
 import os
 import secrets
 import socket
@@ -54,6 +55,25 @@ SCHEMA_PREFIX = "searcheval_"
 MARKER_TOOL = "pytest-searcheval"
 DEFAULT_STALE_TTL_SECONDS = 24 * 3600.0
 DEFAULT_HEARTBEAT_SECONDS = 600.0
+
+
+WAIT_ENV = "SEARCHEVAL_DB_WAIT"
+DEFAULT_WAIT_SECONDS = 1.0
+
+
+def default_wait_seconds() -> float:
+    """How long a request waits for a database connection: ``$SEARCHEVAL_DB_WAIT`` seconds,
+    else 1 s."""
+    raw = os.environ.get(WAIT_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_WAIT_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"${WAIT_ENV}: expected seconds (a number), got {raw!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"${WAIT_ENV}: expected a positive number of seconds, got {raw!r}")
+    return value
 
 
 class IsolationError(RuntimeError):
@@ -354,6 +374,7 @@ class IsolatedSchema:
         clean_stale: bool = True,
         stale_ttl_seconds: float = DEFAULT_STALE_TTL_SECONDS,
         heartbeat_seconds: float | None = DEFAULT_HEARTBEAT_SECONDS,
+        wait_seconds: float | None = None,
     ) -> None:
         if not prefix or not prefix.replace("_", "").isalnum() or not prefix.islower():
             raise ValueError(
@@ -367,6 +388,9 @@ class IsolatedSchema:
         self.clean_stale = clean_stale
         self.stale_ttl_seconds = stale_ttl_seconds
         self.heartbeat_seconds = heartbeat_seconds
+        self.wait_seconds = default_wait_seconds() if wait_seconds is None else wait_seconds
+        if not self.wait_seconds > 0:
+            raise ValueError(f"wait_seconds must be positive, got {self.wait_seconds!r}")
         self._beat_stop = threading.Event()
         self._beat_thread: threading.Thread | None = None
         self.run_id = secrets.token_hex(8)
@@ -535,6 +559,9 @@ class IsolatedSchema:
             reset=reset,
             open=True,
             name=self.name,
+            # libpq's floor is 2 s; a new connection to a server that went away fails in that
+            # time instead of the TCP default, while borrowers wait only wait_seconds.
+            kwargs={"connect_timeout": max(2, math.ceil(self.wait_seconds))},
         )
         pool.wait(timeout=30.0)
         return pool
@@ -547,8 +574,13 @@ class IsolatedSchema:
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection with ``search_path`` set to this schema (transaction per block)."""
-        with self.pool.connection() as conn:
+        """A pooled connection with ``search_path`` set to this schema (transaction per block).
+
+        Waits at most ``wait_seconds`` for one (``psycopg_pool.PoolTimeout`` after that): when
+        the server is gone, a request fails in about that time instead of queueing behind the
+        pool's reconnection attempts, and succeeds again as soon as the pool reconnects.
+        """
+        with self.pool.connection(timeout=self.wait_seconds) as conn:
             yield conn
 
     # -- proof of ownership ------------------------------------------------------------------

@@ -45,6 +45,9 @@ class EngineSettings:
     cache_dir: str | None = None
     embed_batch: int = 64
     pool_max: int = 4
+    #: seconds a request waits for a database connection before it answers 503 (None:
+    #: ``$SEARCHEVAL_DB_WAIT``, else 1 s)
+    db_wait_seconds: float | None = None
     #: measure HNSW recall@10 against exact on this many sampled queries when HNSW is built.
     recall_sample: int = 50
 

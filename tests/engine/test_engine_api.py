@@ -694,3 +694,35 @@ def test_the_sdk_client_searches_and_lists_the_service(engine: FakeEngine) -> No
         assert listed.pagination.total == 5
         with pytest.raises(ValueError, match="400"):
             bazaar.search(SearchDiscoveryResourcesParams(query="x", pay_to="GNOTANADDRESS"))
+
+
+def test_the_openapi_document_describes_what_the_handlers_check(client: TestClient) -> None:
+    from pytest_searcheval.engine import bazaar
+    from pytest_searcheval.engine.app import SEARCH_PARAMS
+
+    r = client.get("/openapi.json")
+    assert r.status_code == 200
+    spec = r.json()
+    paths = spec["paths"]
+
+    def names(path: str, method: str = "get") -> list[str]:
+        return [p["name"] for p in paths[path][method]["parameters"]]
+
+    assert names("/search") == list(SEARCH_PARAMS)
+    assert names("/discovery/search") == list(bazaar.SEARCH_PARAMS)
+    assert names("/discovery/resources") == list(bazaar.LIST_PARAMS)
+    profile = next(p for p in paths["/search"]["get"]["parameters"] if p["name"] == "profile")
+    # hybrid_rerank is unavailable in the fake: a client is not invited to ask for it
+    assert profile["schema"]["enum"] == ["lexical", "semantic", "hybrid"]
+    put = paths["/admin/resources/{doc_id}"]["put"]
+    assert put["security"] == [{"bearer": []}]
+    body = put["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    record = spec["components"]["schemas"][body.rsplit("/", 1)[1]]
+    assert record["required"] == ["text"] and "$defs" not in json.dumps(record)
+    for op in (put, paths["/discovery/search"]["get"]):
+        assert {"200", "400", "503"} <= set(op["responses"])
+
+
+def test_a_wrong_method_answers_405_with_allow(client: TestClient) -> None:
+    r = client.post("/healthz")
+    assert r.status_code == 405 and "GET" in r.headers["allow"]

@@ -7,7 +7,6 @@ model identity and dimension.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -18,25 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from embedding_doubles import HashEmbedder
 
-from pytest_searcheval.engine.embed import Embedder, EmbeddingCacheWarning, Vector
+from pytest_searcheval.engine.embed import EmbeddingCacheWarning, Vector
 
 TEXTS = ["weather forecast API", "currency exchange rates", "image captioning MCP tool"]
-
-
-class HashEmbedder(Embedder):
-    """Encodes without a model: the same text always gives the same unit vector."""
-
-    encoded: int = 0
-
-    def _encode(self, texts: list[str]) -> list[Vector | None]:
-        out: list[Vector | None] = []
-        for text in texts:
-            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-            vec = np.random.default_rng(seed).standard_normal(self.dimensions).astype(np.float32)
-            out.append(vec / np.linalg.norm(vec))
-            self.encoded += 1
-        return out
 
 
 def _rows(cache: Path) -> list[tuple[str, bytes]]:
@@ -143,8 +128,9 @@ def test_a_cache_that_cannot_be_created_is_a_clear_message(tmp_path: Path) -> No
 _READ_ONLY_CHILD = """
 import json, sys, warnings
 from pathlib import Path
-sys.path.insert(0, sys.argv[2])
-from test_reliability_cache import HashEmbedder, TEXTS
+sys.path[:0] = sys.argv[2].split(":")
+from embedding_doubles import HashEmbedder
+from test_reliability_cache import TEXTS
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     emb = HashEmbedder(cache_dir=Path(sys.argv[1]))
@@ -181,6 +167,7 @@ def test_a_read_only_cache_directory_is_used_read_only(tmp_path: Path) -> None:
     _filled(cache)
     before = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
     child = [sys.executable, "-c", _READ_ONLY_CHILD, str(cache), str(Path(__file__).parent)]
+    child[-1] += os.pathsep + str(Path(__file__).parents[1])
     try:
         out = subprocess.run(
             _read_only_command(cache, child),
