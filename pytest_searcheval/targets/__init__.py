@@ -388,7 +388,9 @@ class _EngineCatalog:
 
     @contextmanager
     def isolated(self) -> Iterator[MutableTarget]:
-        clone = self.engine.clone()
+        # A rolled-back view of the engine's own schema: the same answers as a copied schema
+        # without copying the index tables (engine.scratch; a copy above exact_below).
+        clone = self.engine.scratch()
         try:
             yield EngineTarget(clone, owns=True)
         finally:
