@@ -181,6 +181,7 @@ class Engine:
             dsn,
             params={"embedding_dim": embedder.dimensions},
             pool_max=settings.pool_max,
+            on_connect=dense.register_vector,
             wait_seconds=settings.db_wait_seconds,
         )
         schema.open()

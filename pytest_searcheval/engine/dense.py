@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from psycopg import Connection, sql
 
 from pytest_searcheval.engine.embed import Vector
@@ -39,20 +40,29 @@ class DenseHit:
     score: float
 
 
-def vector_literal(vec: Vector | Sequence[float]) -> str:
-    return "[" + ",".join(f"{float(x):.7g}" for x in vec) + "]"
+def register_vector(conn: Connection[Any]) -> None:
+    """Adapt ``vector`` on ``conn``: numpy arrays go in and vectors come out in pgvector's
+    binary format (exact float32, no text formatting or parsing). Only the ``vector`` type is
+    looked up (``pgvector.psycopg.register_vector`` also fetches bit, halfvec, sparsevec)."""
+    from pgvector.psycopg.vector import register_vector_info
+    from psycopg.types import TypeInfo
+
+    register_vector_info(conn, TypeInfo.fetch(conn, "vector"))
+
+
+def as_array(value: Any) -> npt.NDArray[np.float32]:
+    """A loaded ``vector`` column as a float32 array."""
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, np.float32)
 
 
 def stored_unit_vectors(conn: Connection[Any], ids: Sequence[str]) -> dict[str, Any]:
     """The stored embeddings of ``ids``, L2-normalised as float64 (zero vectors left out)."""
-    import json
-
     rows = conn.execute(
-        "SELECT doc_id, embedding::text FROM embeddings WHERE doc_id = ANY(%s)", (list(ids),)
+        "SELECT doc_id, embedding FROM embeddings WHERE doc_id = ANY(%s)", (list(ids),), binary=True
     ).fetchall()
     out: dict[str, Any] = {}
-    for doc_id, text in rows:
-        vec = np.asarray(json.loads(text), dtype=np.float64)
+    for doc_id, value in rows:
+        vec = as_array(value).astype(np.float64)
         norm = float(np.linalg.norm(vec))
         if norm > 0:
             out[str(doc_id)] = vec / norm
@@ -112,10 +122,10 @@ def search(
     if candidates is not None:
         where = sql.SQL("WHERE e.doc_id IN ({})").format(candidates)
     query_sql = sql.SQL(
-        "SELECT e.doc_id, 1 - (e.embedding <=> %(qv)s::vector) AS score FROM embeddings e {}"
-        " ORDER BY e.embedding <=> %(qv)s::vector, e.doc_id LIMIT %(limit)s"
+        "SELECT e.doc_id, 1 - (e.embedding <=> %(qv)b) AS score FROM embeddings e {}"
+        " ORDER BY e.embedding <=> %(qv)b, e.doc_id LIMIT %(limit)s"
     ).format(where)
-    bind: dict[str, Any] = {"qv": vector_literal(query), "limit": limit}
+    bind: dict[str, Any] = {"qv": np.asarray(query, dtype=np.float32), "limit": limit}
     if candidate_params:
         bind.update(candidate_params)
     rows = conn.execute(query_sql, bind).fetchall()

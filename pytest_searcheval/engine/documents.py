@@ -15,7 +15,7 @@ from psycopg import sql
 
 from pytest_searcheval.collection.model import Asset, Document
 from pytest_searcheval.collection.native import checked_document
-from pytest_searcheval.engine import dense, index, x402
+from pytest_searcheval.engine import index, x402
 
 if TYPE_CHECKING:
     import psycopg
@@ -125,10 +125,14 @@ def write_rows(
         with cur.copy("COPY doc_lengths (doc_id, field, len) FROM STDIN") as cp:
             for row in lengths:
                 cp.write_row(row)
-        with cur.copy("COPY embeddings (doc_id, model, embedding) FROM STDIN") as cp:
+        # Binary COPY: each float32 goes in as its four bytes (exact; nothing to format).
+        with cur.copy(
+            "COPY embeddings (doc_id, model, embedding) FROM STDIN (FORMAT BINARY)"
+        ) as cp:
+            cp.set_types(["text", "text", "vector"])
             for d, vec in zip(docs, vectors, strict=True):
                 if vec is not None:
-                    cp.write_row((d.id, model_id, dense.vector_literal(vec)))
+                    cp.write_row((d.id, model_id, vec))
 
 
 def refresh_stats(conn: psycopg.Connection[Any]) -> None:

@@ -9,7 +9,7 @@ Analyzer (the same chain for documents and queries):
    tool names and kebab-case ids split into words.
 3. Drop English stopwords (the classic 33-word Lucene/Elasticsearch ``_english_`` list plus a few
    query fillers) and tokens longer than 40 characters (hashes, addresses).
-4. Stem with the Porter (1980) algorithm, implemented in this module (original rules, no Snowball
+4. Stem with the Porter (1980) algorithm (PyStemmer's ``porter``: the original rules, no Snowball
    revisions), so ``forecasts`` / ``forecasting`` -> ``forecast``.
 
 Fields (generic documents have ``id``, ``title``, ``text``, free ``fields``; x402 listings add):
@@ -27,6 +27,7 @@ The sidecar is never indexed: it carries ground-truth-adjacent labels.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -68,69 +69,34 @@ def analyze(text: str) -> list[str]:
 
 # --- Porter stemmer (M.F. Porter, "An algorithm for suffix stripping", 1980) -----------------
 
-
-def _is_cons(w: str, i: int) -> bool:
-    c = w[i]
-    if c in "aeiou":
-        return False
-    if c == "y":
-        return i == 0 or not _is_cons(w, i - 1)
-    return True
+# Snowball's ``porter`` is the original algorithm; one stemmer per thread, since a PyStemmer
+# object keeps state between calls (uvicorn's workers and the lexical pool stem concurrently).
+_STEMMERS = threading.local()
 
 
-def _measure(stem_: str) -> int:
-    """m in [C](VC)^m[V]."""
-    m = 0
-    prev_vowel = False
-    for i in range(len(stem_)):
-        cons = _is_cons(stem_, i)
-        if cons and prev_vowel:
-            m += 1
-        prev_vowel = not cons
-    return m
+def _porter() -> Any:
+    try:
+        return _STEMMERS.porter
+    except AttributeError:
+        import Stemmer
+
+        _STEMMERS.porter = Stemmer.Stemmer("porter")
+        return _STEMMERS.porter
+
+
+# Snowball's porter keeps a doubled c, h, j, k, q, v, w or x left by -ed/-ing (its one departure
+# from the paper, "trekking" -> "trekk"); the paper's step 1b drops the suffix and one letter.
+_KEPT_DOUBLE = re.compile(r"([chjkqvwx])\1(?:ed|ing)$")
 
 
 def _has_vowel(stem_: str) -> bool:
-    return any(not _is_cons(stem_, i) for i in range(len(stem_)))
-
-
-def _double_cons(w: str) -> bool:
-    return len(w) >= 2 and w[-1] == w[-2] and _is_cons(w, len(w) - 1)
-
-
-def _cvc(w: str) -> bool:
-    if len(w) < 3:
-        return False
-    return (
-        _is_cons(w, len(w) - 3)
-        and not _is_cons(w, len(w) - 2)
-        and _is_cons(w, len(w) - 1)
-        and w[-1] not in "wxy"
-    )
-
-
-_STEP2 = (
-    ("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
-    ("abli", "able"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous"),
-    ("ization", "ize"), ("ation", "ate"), ("ator", "ate"), ("alism", "al"), ("iveness", "ive"),
-    ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"),
-)  # fmt: skip
-_STEP3 = (
-    ("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"),
-    ("ful", ""), ("ness", ""),
-)  # fmt: skip
-_STEP4 = (
-    "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou",
-    "ism", "ate", "iti", "ous", "ive", "ize",
-)  # fmt: skip
-
-
-def _replace(w: str, rules: Iterable[tuple[str, str]], min_m: int) -> str:
-    for suffix, repl in rules:
-        if w.endswith(suffix):
-            base = w[: -len(suffix)]
-            return base + repl if _measure(base) > min_m - 1 else w
-    return w
+    """Porter's *v*: a vowel, where y is one after a consonant."""
+    prev_cons = False
+    for i, c in enumerate(stem_):
+        if c in "aeiou" or (c == "y" and i > 0 and prev_cons):
+            return True
+        prev_cons = True
+    return False
 
 
 @lru_cache(maxsize=200_000)
@@ -138,53 +104,14 @@ def stem(word: str) -> str:
     """Porter stem of a lowercase word; words of 1-2 letters and non-ASCII words are kept."""
     if len(word) <= 2 or not word.isascii() or not word.isalpha():
         return word
-    w = word
-    # step 1a
-    if w.endswith(("sses", "ies")):
-        w = w[:-2]
-    elif w.endswith("ss"):
-        pass
-    elif w.endswith("s"):
-        w = w[:-1]
-    # step 1b
-    step1b_extra = False
-    if w.endswith("eed"):
-        if _measure(w[:-3]) > 0:
-            w = w[:-1]
-    elif w.endswith("ed") and _has_vowel(w[:-2]):
-        w = w[:-2]
-        step1b_extra = True
-    elif w.endswith("ing") and _has_vowel(w[:-3]):
-        w = w[:-3]
-        step1b_extra = True
-    if step1b_extra:
-        if w.endswith(("at", "bl", "iz")):
-            w += "e"
-        elif _double_cons(w) and w[-1] not in "lsz":
-            w = w[:-1]
-        elif _measure(w) == 1 and _cvc(w):
-            w += "e"
-    # step 1c
-    if w.endswith("y") and _has_vowel(w[:-1]):
-        w = w[:-1] + "i"
-    w = _replace(w, _STEP2, 1)
-    w = _replace(w, _STEP3, 1)
-    # step 4
-    for suffix in _STEP4:
-        if w.endswith(suffix):
-            base = w[: -len(suffix)]
-            if _measure(base) > 1 and (suffix != "ion" or base.endswith(("s", "t"))):
-                w = base
-            break
-    # step 5
-    if w.endswith("e"):
-        base = w[:-1]
-        m = _measure(base)
-        if m > 1 or (m == 1 and not _cvc(base)):
-            w = base
-    if _measure(w) > 1 and _double_cons(w) and w.endswith("l"):
-        w = w[:-1]
-    return w
+    if word.endswith(("ed", "ing")):
+        double = _KEPT_DOUBLE.search(word)
+        if double is not None and _has_vowel(word[: double.start() + 2]):
+            # what step 1b leaves (suffix and one letter gone); no later step of Snowball's
+            # porter can then see -ed/-ing, so it finishes exactly as the paper does
+            word = word[: double.start() + 1]
+    stemmed: str = _porter().stemWord(word)
+    return stemmed
 
 
 # --- field extraction ---------------------------------------------------------------------

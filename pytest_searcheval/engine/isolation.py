@@ -45,7 +45,7 @@ from pytest_searcheval.engine import migrate as _migrate
 from pytest_searcheval.engine.db import vector_schema
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from types import TracebackType
 
     import psycopg
@@ -374,6 +374,7 @@ class IsolatedSchema:
         clean_stale: bool = True,
         stale_ttl_seconds: float = DEFAULT_STALE_TTL_SECONDS,
         heartbeat_seconds: float | None = DEFAULT_HEARTBEAT_SECONDS,
+        on_connect: Callable[[psycopg.Connection[Any]], None] | None = None,
         wait_seconds: float | None = None,
     ) -> None:
         if not prefix or not prefix.replace("_", "").isalnum() or not prefix.islower():
@@ -388,6 +389,8 @@ class IsolatedSchema:
         self.clean_stale = clean_stale
         self.stale_ttl_seconds = stale_ttl_seconds
         self.heartbeat_seconds = heartbeat_seconds
+        #: called on every pooled connection once its search_path is set (type adapters)
+        self.on_connect = on_connect
         self.wait_seconds = default_wait_seconds() if wait_seconds is None else wait_seconds
         if not self.wait_seconds > 0:
             raise ValueError(f"wait_seconds must be positive, got {self.wait_seconds!r}")
@@ -540,6 +543,8 @@ class IsolatedSchema:
         def configure(conn: psycopg.Connection[Any]) -> None:
             # Every connection, including ones the pool opens later to replace broken ones.
             conn.execute(f"SET search_path TO {path}")
+            if self.on_connect is not None:
+                self.on_connect(conn)
             conn.commit()
             reported["value"] = conn.info.parameter_status("search_path")
 

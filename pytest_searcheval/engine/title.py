@@ -32,6 +32,8 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 
+from rapidfuzz.distance import OSA
+
 from pytest_searcheval.engine import index
 
 MIN_FUZZY_LEN = 4
@@ -43,27 +45,11 @@ def name_tokens(text: str) -> list[str]:
 
 
 def osa(a: str, b: str, bound: int | None = None) -> int:
-    """Optimal string alignment distance (restricted Damerau-Levenshtein).
+    """Optimal string alignment distance (restricted Damerau-Levenshtein), by rapidfuzz.
 
-    With ``bound``, may stop as soon as the distance must exceed it; the result is then some
-    value above ``bound`` (not necessarily the distance).
+    With ``bound``, a distance above it is returned as ``bound + 1``.
     """
-    if a == b:
-        return 0
-    prev2: list[int] = []
-    prev = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        cur = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = 0 if a[i - 1] == b[j - 1] else 1
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                cur[j] = min(cur[j], prev2[j - 2] + 1)
-        if bound is not None and min(cur) > bound and (i == 1 or min(prev) > bound):
-            # a row and its predecessor above the bound: no later cell can come back under it
-            return bound + 1
-        prev2, prev = prev, cur
-    return prev[len(b)]
+    return int(OSA.distance(a, b, score_cutoff=bound))
 
 
 def sim(t: str, u: str) -> float:

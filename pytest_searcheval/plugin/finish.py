@@ -112,12 +112,13 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
 
     hist = None
     appended = False
-    if cfg.history is not None:
+    history_path = cfg.history_path
+    if history_path is not None:
         if report["run"]["complete"]:  # a partial run's means describe a subset: not a trend
             git = history.git_commit(session.config.rootpath)
-            history.append(cfg.history, history.entry(report, git=git))
+            history.append(history_path, history.entry(report, git=git))
             appended = True
-        hist = history.read(cfg.history)
+        hist = history.read(history_path)
     out_dir = cfg.report_dir
     # A partial run never overwrites the full report: it writes beside it, marked partial.
     stem = "report" if report["run"]["complete"] else "report-partial"
@@ -134,8 +135,8 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
             handle.write(markdown(report))
     outcome.lines = terminal_lines(report)
     outcome.lines += [f"searcheval: wrote {_show(p, session)}" for p in written]
-    if appended and cfg.history is not None:
-        outcome.lines.append(f"searcheval: appended this run to {_show(cfg.history, session)}")
+    if appended and history_path is not None:
+        outcome.lines.append(f"searcheval: appended this run to {_show(history_path, session)}")
     if summary:
         outcome.lines.append(f"searcheval: appended the summary to {summary}")
     return outcome
