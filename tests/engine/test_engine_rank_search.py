@@ -22,11 +22,14 @@ from pytest_searcheval.engine.bm25 import BM25FParams, idf
 from pytest_searcheval.engine.core import Engine, EngineSettings, ProfileUnavailable
 from pytest_searcheval.engine.dense import DenseParams
 from pytest_searcheval.engine.threshold import NoResultRule
+from pytest_searcheval.x402 import strkey
 
 PUB = "stellar:pubnet"
 TEST = "stellar:testnet"
 USDC_PUB = "CUSDCPUBNETCONTRACT"
 USDC_TEST = "CUSDCTESTNETCONTRACT"
+# a valid account strkey: upserted copies of these listings pass the loader's record check
+PAY_TO = strkey.encode_account(bytes([7]) * 32)
 ASSETS = [
     Asset("USDC", PUB, USDC_PUB, 7, Decimal("1.00")),
     Asset("USDC", TEST, USDC_TEST, 7, Decimal("1.00")),
@@ -139,7 +142,7 @@ def _listing(topic: str, i: int, title: str, text: str) -> Document:
                 "network": network,
                 "asset": asset,
                 "amount": str(10_000 * (i + 1)),  # 0.001, 0.002, 0.003 USD
-                "payTo": "GAAAA",
+                "payTo": PAY_TO,
                 "maxTimeoutSeconds": 60,
                 "extra": {},
             }
