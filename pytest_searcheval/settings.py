@@ -94,7 +94,9 @@ class SearchEvalConfig:
     split: str = setting("test", "query split to evaluate: a split name or all")
     target: str = setting(
         "auto", "what is measured: auto (url, run files, or the reference engine), http, "
-        "engine, run", check=_one_of("auto", "http", "engine", "run")
+        "bazaar (an x402 Bazaar facilitator at url, through the x402 SDK; auto picks it for a "
+        "bazaar+https:// url), engine, run",
+        check=_one_of("auto", "http", "bazaar", "engine", "run"),
     )
     url: str | None = setting(None, "evaluate this HTTP service (base URL or template with {query})")
     run: tuple[str, ...] = setting(

@@ -14,7 +14,13 @@ from typing import Any
 from pytest_searcheval.collection.model import Collection, Query
 from pytest_searcheval.reasons import Reason
 from pytest_searcheval.settings import setting
-from pytest_searcheval.targets import MutableTarget, SearchResponse, SearchTarget, TargetUnavailable
+from pytest_searcheval.targets import (
+    FilterUnsupported,
+    MutableTarget,
+    SearchResponse,
+    SearchTarget,
+    TargetUnavailable,
+)
 
 #: Invariant names; every case id is ``<name>-<subject>``.
 INVARIANTS: tuple[str, ...] = (
@@ -196,11 +202,15 @@ class InvariantCase:
         try:
             return self.check(target)
         except TargetUnavailable as exc:
+            # A filter the target cannot be asked for makes the case uncheckable, not failed.
+            cannot_ask = isinstance(exc, FilterUnsupported)
             return InvariantOutcome(
                 self.id,
                 self.invariant,
-                "failed",
-                f"{self.id}: the target could not answer: {exc}",
+                "skipped" if cannot_ask else "failed",
+                f"{self.id}: "
+                + ("not checkable on this target" if cannot_ask else "the target could not answer")
+                + f": {exc}",
                 {"unavailable": str(exc)},
             )
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 __all__ = [
     "CallableTarget",
     "EngineTarget",
+    "FilterUnsupported",
     "Hit",
     "HttpTarget",
     "MutableTarget",
@@ -30,6 +31,11 @@ __all__ = [
 
 class TargetUnavailable(Exception):
     """The target cannot serve a profile (error, timeout, not configured). Never a zero score."""
+
+
+class FilterUnsupported(TargetUnavailable):
+    """The target cannot be asked for a filter at all (its protocol has no such parameter):
+    a check that needs the filter cannot run on it, which says nothing about its quality."""
 
 
 @dataclass(frozen=True)

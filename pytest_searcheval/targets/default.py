@@ -1,7 +1,9 @@
 """The default ``searcheval_target``: what the settings point at.
 
 ``--search-eval-run`` -> :class:`~pytest_searcheval.targets.run.RunTarget`;
-``--search-eval-url`` -> :class:`~pytest_searcheval.targets.HttpTarget`; otherwise the
+``--search-eval-url`` -> :class:`~pytest_searcheval.targets.HttpTarget`, or for a
+``bazaar+https://...`` URL (or ``--search-eval-target=bazaar``) an x402 Bazaar facilitator through
+the official SDK, :class:`~pytest_searcheval.targets.bazaar.BazaarTarget`; otherwise the
 reference engine (``pip install pytest-searcheval[engine]``), started on the collection and
 served over HTTP on 127.0.0.1. Without the engine installed and nothing else configured, the
 run stops with a usage error saying what to install or configure.
@@ -39,7 +41,34 @@ def default_target(state: EvalState) -> Iterator[SearchTarget]:
     cfg = state.cfg
     kind = cfg.target
     if kind == "auto":
+        from pytest_searcheval.targets.bazaar import is_bazaar_url
+
         kind = "run" if cfg.run else "http" if cfg.url else "engine"
+        if kind == "http" and cfg.url is not None and is_bazaar_url(cfg.url):
+            kind = "bazaar"
+    if kind == "bazaar":
+        from pytest_searcheval.targets.bazaar import BazaarTarget, resource_ids
+
+        if not cfg.url:
+            raise pytest.UsageError(
+                "--search-eval-target=bazaar needs --search-eval-url=bazaar+https://FACILITATOR"
+            )
+        try:
+            facilitator = BazaarTarget(
+                cfg.url,
+                resources=resource_ids(state.collection.documents.values()),
+                # Its one ranking is reported as the gated profile: the queries and the
+                # invariants (which search the gated profile, hybrid unless set) both reach it.
+                profile=cfg.gated_profile or "hybrid",
+                timeout=cfg.timeout,
+            )
+        except (ImportError, ValueError) as exc:
+            raise pytest.UsageError(f"--search-eval-url: {exc}") from None
+        try:
+            yield facilitator
+        finally:
+            facilitator.close()
+        return
     if kind == "run":
         from pytest_searcheval.targets.run import RunTarget
 

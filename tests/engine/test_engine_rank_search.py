@@ -22,14 +22,14 @@ from pytest_searcheval.engine.bm25 import BM25FParams, idf
 from pytest_searcheval.engine.core import Engine, EngineSettings, ProfileUnavailable
 from pytest_searcheval.engine.dense import DenseParams
 from pytest_searcheval.engine.threshold import NoResultRule
-from pytest_searcheval.x402 import strkey
+from pytest_searcheval.x402.strkey import encode_account
 
 PUB = "stellar:pubnet"
 TEST = "stellar:testnet"
 USDC_PUB = "CUSDCPUBNETCONTRACT"
 USDC_TEST = "CUSDCTESTNETCONTRACT"
-# a valid account strkey: upserted copies of these listings pass the loader's record check
-PAY_TO = strkey.encode_account(bytes([7]) * 32)
+# A valid account strkey: the engine validates upserted records as the loader does.
+PAY_TO = encode_account(bytes(range(32)))
 ASSETS = [
     Asset("USDC", PUB, USDC_PUB, 7, Decimal("1.00")),
     Asset("USDC", TEST, USDC_TEST, 7, Decimal("1.00")),

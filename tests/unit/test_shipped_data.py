@@ -85,6 +85,7 @@ def test_core_modules_never_import_the_x402_sdk() -> None:
 
     code = (
         "import sys, pytest_searcheval.plugin, pytest_searcheval.targets,"
+        " pytest_searcheval.targets.bazaar, pytest_searcheval.targets.default,"
         " pytest_searcheval.x402.bazaar,"
         " pytest_searcheval.engine.app, pytest_searcheval.engine.bazaar;"
         "print(sorted(m for m in sys.modules if m == 'x402' or m.startswith('x402.')))"

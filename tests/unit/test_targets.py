@@ -303,3 +303,29 @@ def test_threshold_compliance_fires_on_an_answer_under_the_threshold() -> None:
     assert "confidence 0.2 < threshold 0.35 but 1 result(s)" in under.message
     over = check_threshold_compliance(answer(0.5), coll, query, settings)
     assert "< threshold" not in over.message, over.message
+
+
+def test_bazaar_target_sends_filters_under_the_sdk_parameter_names(server: str) -> None:
+    """The official SDK's client builds the request: the vocabulary's filters arrive under the
+    protocol's names, results map back to corpus ids by resource URL."""
+    from pytest_searcheval.targets.bazaar import _SDK_FIELD, BazaarTarget, is_bazaar_url
+    from pytest_searcheval.x402.vocabulary import BAZAAR_PARAMS
+
+    assert set(_SDK_FIELD) == set(BAZAAR_PARAMS)
+    assert is_bazaar_url("bazaar+https://x.example") and not is_bazaar_url("https://x.example")
+    target = BazaarTarget("bazaar+" + server, resources={"https://a.example": "doc-a"})
+    response = target.search(
+        "weather",
+        profile="hybrid",
+        limit=5,
+        filters={"recipient": "G", "extension": "bazaar", "network": "stellar:testnet"},
+    )
+    sent = SEEN[-1]
+    assert sent["_path"] == ["/discovery/search"] and sent["query"] == ["weather"]
+    assert sent["payTo"] == ["G"] and sent["extensions"] == ["bazaar"]
+    assert sent["network"] == ["stellar:testnet"] and sent["limit"] == ["5"]
+    assert "recipient" not in sent and "profile" not in sent
+    # the first resource is in the corpus, the second is not and keeps its URL
+    assert response.ids == ["doc-a", "https://b.example"]
+    assert response.applied_filters["recipient"] == "G"
+    target.close()
