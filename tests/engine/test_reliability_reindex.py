@@ -20,9 +20,9 @@ from embedding_doubles import HashEmbedder
 
 from pytest_searcheval.collection import load
 from pytest_searcheval.collection.model import Collection
-from pytest_searcheval.collection.synth import write_synthetic
 from pytest_searcheval.engine.core import Engine
 from pytest_searcheval.engine.settings import EngineSettings
+from pytest_searcheval.x402.synth import write_synthetic
 
 N_DOCS = 120
 READERS = 4
