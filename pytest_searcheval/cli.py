@@ -130,7 +130,14 @@ def _load_collection(args: argparse.Namespace, reports: Sequence[dict[str, Any]]
             )
         path = args.collection
         if not path and reports:
-            path = (reports[0].get("collection") or {}).get("path")
+            named = (reports[0].get("collection") or {}).get("path")
+            if not named or named == "None" or not Path(named).is_dir():
+                raise SystemExit(
+                    f"searcheval pool: {args.reports[0]} names no collection directory "
+                    f"(collection.path {named!r}); pass --collection DIR, or --trec-qrels and "
+                    "--trec-topics (and --trec-corpus: judges need the documents' text)"
+                )
+            path = named
         if not path:
             raise SystemExit(
                 "searcheval pool: which collection? pass --collection DIR (or a report, whose "
@@ -165,7 +172,12 @@ def _pool(args: argparse.Namespace) -> int:
     try:
         for name, report in zip(args.reports, reports, strict=True):
             hashes = (report.get("collection") or {}).get("hashes") or {}
-            for part in ("corpus", "queries"):
+            checked = (
+                ("corpus", "queries")
+                if (report.get("collection") or {}).get("documents")
+                else ("queries",)
+            )
+            for part in checked:  # a run without a corpus (TREC qrels + topics) hashed none
                 if hashes.get(part) and hashes.get(part) != collection.hashes.get(part):
                     print(
                         f"searcheval pool: note: {name} was run on other {part} than the "

@@ -32,7 +32,7 @@ POOL_VERSION = 1
 DEFAULT_DEPTH = 10
 DEFAULT_PAIRS_PER_PACK = 250
 
-#: Rubrics for the two scales most collections use; any other scale needs its own (--rubric).
+#: Rubrics for the three scales most collections use; any other scale needs its own (--rubric).
 RUBRICS: dict[tuple[int, ...], str] = {
     (0, 1, 2, 3): """# Relevance rubric (grades 0-3)
 
@@ -50,6 +50,19 @@ order in which documents appear means nothing, and nothing tells you which syste
 
 A document is not made relevant by sharing a word with the query. Judge its content, not its
 title alone. Use the whole scale.
+""",
+    (0, 1, 2): """# Relevance rubric (grades 0-2)
+
+You see a search query and documents. Grade each document against the query on its own; the
+order in which documents appear means nothing, and nothing tells you which system found them.
+
+- **2: highly relevant.** The document answers the query; someone who typed it would be done.
+- **1: partially relevant.** On topic and useful, but it answers only part of the need, or a
+  narrower or broader one.
+- **0: not relevant**, or the document breaks a hard requirement the query states.
+
+A document is not made relevant by sharing a word with the query. Judge its content, not its
+title alone.
 """,
     (0, 1): """# Relevance rubric (grades 0-1)
 
@@ -212,7 +225,7 @@ def card(doc: Document, assets: Sequence[Asset]) -> str:
 
 def rubric_for(collection: Collection, path: Path | None) -> str:
     """``path``'s text; else ``qrels/rubric.md`` of the collection; else the built-in rubric
-    for its scale (0-3 or 0-1); any other scale needs its own."""
+    for its scale (0-3, 0-2 or 0-1); any other scale needs its own."""
     if path is not None:
         try:
             return path.read_text(encoding="utf-8")

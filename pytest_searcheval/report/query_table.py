@@ -51,20 +51,35 @@ def outcome(entry: Mapping[str, Any]) -> str:
     return "known" if entry.get("ledger") == "known" else "failed"
 
 
-def _doc(doc_id: str, grade: int | None, graded: bool) -> str:
-    if not graded:
-        return f"<span class='doc'>{_e(doc_id)}</span>"
-    if grade is None:
-        return f"<span class='doc uj' title='unjudged'>{_e(doc_id)} (?)</span>"
-    return f"<span class='doc g{min(max(int(grade), 0), 3)}'>{_e(doc_id)} ({grade})</span>"
+class _Spans:
+    """The ``<span>`` of each (document, grade), rendered once per page: a document returned
+    for many queries and by several profiles is escaped and formatted one time."""
 
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, int | None, bool], str] = {}
 
-def _docs(data: Mapping[str, Any], shown: int) -> str:
-    ids = list(data.get("ids") or [])[:shown]
-    grades = data.get("grades")
-    if grades is None:
-        return "".join(_doc(d, None, False) for d in ids)
-    return "".join(_doc(d, grades[i] if i < len(grades) else None, True) for i, d in enumerate(ids))
+    def one(self, doc_id: str, grade: int | None, graded: bool) -> str:
+        key = (doc_id, grade, graded)
+        span = self._cache.get(key)
+        if span is None:
+            if not graded:
+                span = f"<span class='doc'>{_e(doc_id)}</span>"
+            elif grade is None:
+                span = f"<span class='doc uj' title='unjudged'>{_e(doc_id)} (?)</span>"
+            else:
+                css = min(max(int(grade), 0), 3)
+                span = f"<span class='doc g{css}'>{_e(doc_id)} ({grade})</span>"
+            self._cache[key] = span
+        return span
+
+    def top(self, data: Mapping[str, Any], shown: int) -> list[str]:
+        ids = list(data.get("ids") or [])[:shown]
+        grades = data.get("grades")
+        if grades is None:
+            return [self.one(d, None, False) for d in ids]
+        return [
+            self.one(d, grades[i] if i < len(grades) else None, True) for i, d in enumerate(ids)
+        ]
 
 
 def _num(value: Any) -> str:
@@ -99,6 +114,8 @@ def query_table(report: Mapping[str, Any]) -> str:
 
     data: dict[str, Any] = {}
     rows: list[str] = []
+    spans = _Spans()
+    names = {p: _e(p) for p in profiles}
     for qid, q in queries.items():
         per = q.get("profiles") or {}
         base = q.get("baseline") or {}
@@ -119,17 +136,18 @@ def query_table(report: Mapping[str, Any]) -> str:
         ]
         for p in profiles:
             value = (per.get(p) or {}).get("measures", {}).get(shown)
-            cells.append(f"<td class='num' data-p='{_e(p)}'>{_num(value)}</td>")
+            cells.append(f"<td class='num' data-p='{names[p]}'>{_num(value)}</td>")
         text, css = _delta((top.get("measures") or {}).get(shown), base.get(shown))
         cells.append(f"<td class='num delta {css}'>{text}</td>")
         cells.append(f"<td class='num'>{_num(judged)}</td>")
+        tops = {p: spans.top(per[p], SHOWN_DETAILS) for p in profiles if p in per}
         details = "".join(
-            f"<div><b>{_e(p)}</b>: {_docs(per[p], SHOWN_DETAILS) or '<em>nothing</em>'}</div>"
-            for p in profiles
-            if p in per
+            f"<div><b>{names[p]}</b>: {''.join(t) or '<em>nothing</em>'}</div>"
+            for p, t in tops.items()
         )
+        inline = "".join(tops.get(gated, [])[:SHOWN_INLINE])
         cells.append(
-            f"<td>{_docs(top, SHOWN_INLINE) or '<em>nothing returned</em>'}"
+            f"<td>{inline or '<em>nothing returned</em>'}"
             f"<details><summary>top {SHOWN_DETAILS} per profile</summary>{details}</details></td>"
         )
         rows.append(

@@ -140,6 +140,10 @@ def test_rubric_choice(tmp_path: Path) -> None:
     assert rubric_for(c, None) == "own rubric"
     (tmp_path / "r.md").write_text("given")
     assert rubric_for(c, tmp_path / "r.md") == "given"
+    (tmp_path / "c" / "qrels" / "rubric.md").unlink()
+    c.manifest["grades"] = [0, 1, 2]
+    assert rubric_for(c, None) == RUBRICS[(0, 1, 2)]
+    (tmp_path / "c" / "qrels" / "rubric.md").write_text("own rubric")
     c.manifest["grades"] = [0, 1, 2, 3, 4]
     (tmp_path / "c" / "qrels" / "rubric.md").unlink()
     with pytest.raises(
@@ -246,4 +250,14 @@ def test_cli_pool_collect_agree(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert read_judgments(merged, [0, 1]) == {"q1": {"d3": 1, "d5": 1}, "q2": {"d3": 1, "d4": 0}}
     assert main(["pool", "--collection", str(tmp_path / "c")]) == 2
     assert "name at least one report.json or --run FILE" in capsys.readouterr().err
+    from pytest_searcheval.report import SCHEMA_VERSION
+
+    report = tmp_path / "report.json"
+    report.write_text(
+        json.dumps({"schema_version": SCHEMA_VERSION, "collection": {"path": "None"}})
+    )
+    assert main(["pool", str(report)]) == 2
+    assert f"{report} names no collection directory (collection.path 'None')" in (
+        capsys.readouterr().err
+    )
     assert c.judgments["q1"] == {"d1": 1}
