@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from pytest_searcheval.collection import load
-from pytest_searcheval.collection.synth import write_synthetic
+from pytest_searcheval.x402.synth import write_synthetic
 
 
 def main() -> None:

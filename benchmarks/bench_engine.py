@@ -59,7 +59,7 @@ def load_collection(path: Path | None) -> tuple[Collection, str]:
         return load(path), str(path)
     if (ROOT / "corpus").is_dir() and (ROOT / "qrels" / "judgments.tsv").exists():
         return load(ROOT), "shipped catalog"
-    from pytest_searcheval.collection.synth import write_synthetic
+    from pytest_searcheval.x402.synth import write_synthetic
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-engine-"))
     write_synthetic(tmp, n_docs=500, n_queries=50)

@@ -342,7 +342,7 @@ def main() -> None:
     results = [compare(load(args.collection), args.depth, args.permutations)]
     print_table(results[0])
     if args.synthetic:
-        from pytest_searcheval.collection.synth import write_synthetic
+        from pytest_searcheval.x402.synth import write_synthetic
 
         with tempfile.TemporaryDirectory(prefix="compare-bm25-synth-") as tmp:
             results.append(compare(load(write_synthetic(tmp)), args.depth, args.permutations))

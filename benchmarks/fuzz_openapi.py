@@ -48,7 +48,7 @@ def main() -> int:
         collection = args.collection
         if collection is None:
             sys.path.insert(0, str(ROOT))
-            from pytest_searcheval.collection.synth import write_synthetic
+            from pytest_searcheval.x402.synth import write_synthetic
 
             collection = str(write_synthetic(Path(tmp) / "synth", n_docs=60, n_queries=8))
         token = secrets.token_urlsafe(24)

@@ -74,6 +74,21 @@ def _one_of(*choices: str) -> Check:
     return check
 
 
+def _measures(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not value:
+        return "at least one measure"
+    from pytest_searcheval.metrics import parse_measure
+
+    for m in value:
+        try:
+            parse_measure(m)
+        except ValueError as exc:
+            return f"known measures ({exc})"
+    return None
+
+
 def _split_names(value: Any) -> str | None:
     return "at least one name" if value is not None and not value else None
 
@@ -131,13 +146,15 @@ class SearchEvalConfig:
     measures: tuple[str, ...] = setting(
         ("nDCG@5", "nDCG@10", "P@5", "R@20", "RR", "AP", "bpref", "Judged@10"),
         "comma-separated measures (ir_measures names) reported per profile",
-        check=_split_names,
+        check=_measures,
     )
     tolerance: float = setting(0.02, "allowed aggregate drop vs baseline", check=_non_negative)
     query_tolerance: float = setting(
         0.2, "allowed per-query drop vs baseline", check=_non_negative
     )
-    query_measure: str = setting("nDCG@10", "measure of the per-query check")
+    query_measure: str = setting(
+        "nDCG@10", "measure of the per-query check", check=lambda v: _measures((v,))
+    )
     limit: int = setting(20, "results requested per query", check=_positive)
     timeout: float = setting(30.0, "seconds before a search counts as failed", check=_non_negative)
     baseline: Path = setting(Path("baselines/baseline.json"), "baseline file")

@@ -29,8 +29,6 @@ from pytest_searcheval.collection.native import (
 from pytest_searcheval.collection.trec import (
     write_trec_qrels,
 )
-from pytest_searcheval.x402.conformance import load_conformance
-from pytest_searcheval.x402.overrides import apply_constraint_overrides
 
 
 def _agree(args: argparse.Namespace) -> int:
@@ -107,6 +105,9 @@ def _atomic_write(path: Path, write: Any) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from pytest_searcheval.x402.conformance import load_conformance
+    from pytest_searcheval.x402.overrides import apply_constraint_overrides
+
     c = load(args.path)
     print(
         f"{c.manifest.get('name', args.path)} ({c.manifest.get('format')}): "
@@ -137,6 +138,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _overrides(args: argparse.Namespace) -> int:
+    from pytest_searcheval.x402.overrides import apply_constraint_overrides
+
     c = load(args.path)
     new, overrides = apply_constraint_overrides(c)
     print(json.dumps([asdict(o) for o in overrides], indent=1))

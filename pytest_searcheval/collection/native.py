@@ -24,8 +24,6 @@ from pytest_searcheval.collection.io import (
 )
 from pytest_searcheval.collection.model import Asset, Document, Query
 from pytest_searcheval.collection.records import MAX_ID_CHARS, value_problems
-from pytest_searcheval.x402 import strkey
-from pytest_searcheval.x402.oracle import check_filters, normalize_filters
 
 __all__ = [
     "DEFAULT_GRADES",
@@ -47,6 +45,21 @@ DOCUMENT_KEYS = frozenset({"id", "title", "text", "fields", "x402", "sidecar"})
 QUERY_KEYS = frozenset({"id", "text", "class", "split", "source", "group", "constraints", "expect"})
 EXPECT_KEYS = ("known_item", "max_rank", "must_include", "no_result")
 JUDGMENT_HEADER = ("query_id", "doc_id", "grade")
+
+
+
+def _strkey() -> Any:
+    """The x402 layer's strkey codec, imported only for a collection with x402 records."""
+    from pytest_searcheval.x402 import strkey
+
+    return strkey
+
+
+def _oracle() -> Any:
+    """The x402 filter oracle, imported only for queries that label hard constraints."""
+    from pytest_searcheval.x402 import oracle
+
+    return oracle
 
 
 def _decimal_text(value: object) -> Decimal | None:
@@ -130,8 +143,8 @@ def read_manifest(path: Path, problems: Problems, root: Path) -> tuple[dict[str,
                 ok = False
         if isinstance(a.get("address"), str) and a["address"].startswith("C"):
             try:
-                strkey.decode(a["address"], "C")
-            except strkey.StrkeyError as exc:
+                _strkey().decode(a["address"], "C")
+            except _strkey().StrkeyError as exc:
                 problems.add(name, line, f"{f}.address", f"invalid contract address: {exc}")
                 ok = False
         if ok:
@@ -304,8 +317,8 @@ def _validate_x402(wire: Mapping[str, Any], name: str, line: int, problems: Prob
             ok = False
         pay_to = opt.get("payTo")
         try:
-            strkey.decode(pay_to)  # type: ignore[arg-type]
-        except strkey.StrkeyError as exc:
+            _strkey().decode(pay_to)  # type: ignore[arg-type]
+        except _strkey().StrkeyError as exc:
             problems.add(name, line, f"{f}.payTo", f"expected a Stellar G, M or C address: {exc}")
             ok = False
     return ok
@@ -455,7 +468,7 @@ def check_queries(
             problems.add(name, at("constraints"), "constraints", "expected a mapping of filters")
             ok = False
             constraints = {}
-        for key, message in check_filters(constraints, assets):
+        for key, message in _oracle().check_filters(constraints, assets):
             problems.add(name, at("constraints"), f"constraints.{key}", message)
             ok = False
         expect = rec.get("expect") or {}
@@ -472,7 +485,7 @@ def check_queries(
                 split=split,  # type: ignore[arg-type]
                 source=source if isinstance(source, str) else None,
                 group=None if group is None else str(group),
-                constraints=normalize_filters(constraints),
+                constraints=_oracle().normalize_filters(constraints),
                 expect=dict(expect),
             )
     # Cross-query checks run on the records that passed; a bad source is reported at its line.

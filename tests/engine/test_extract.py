@@ -248,7 +248,7 @@ def test_score_extraction_counts() -> None:
 
 
 def test_extraction_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_searcheval.collection.synth import write_synthetic
+    from pytest_searcheval.x402.synth import write_synthetic
     from pytest_searcheval.engine.__main__ import main
 
     root = write_synthetic(tmp_path / "c", n_docs=5, n_queries=4, judged_per_query=2, files=1)

@@ -17,7 +17,7 @@ import pytest
 from embedding_doubles import HashEmbedder
 
 from pytest_searcheval.collection import load
-from pytest_searcheval.collection.synth import write_synthetic
+from pytest_searcheval.x402.synth import write_synthetic
 from pytest_searcheval.engine import db
 from pytest_searcheval.engine.core import Engine
 from pytest_searcheval.engine.service import RunningService, serve_in_thread

@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pytest_searcheval.collection.synth import write_synthetic
+from pytest_searcheval.x402.synth import write_synthetic
 from pytest_searcheval.engine import lifecycle
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_searcheval.collection import CollectionError, load
 from pytest_searcheval.collection.io import Problems, iter_lines, read_yaml
-from pytest_searcheval.collection.synth import write_synthetic
+from pytest_searcheval.x402.synth import write_synthetic
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ import pytest
 from pytest_searcheval.collection import CollectionError, load
 from pytest_searcheval.collection.native import RecordError, checked_document
 from pytest_searcheval.collection.records import MAX_DEPTH, value_problems
-from pytest_searcheval.collection.synth import write_synthetic
+from pytest_searcheval.x402.synth import write_synthetic
 
 GOOD = {"id": "d1", "title": "Weather", "text": "forecast"}
 
