@@ -83,3 +83,11 @@ def schemathesis(session: nox.Session) -> None:
     _install(session)
     session.install("schemathesis>=4.0")
     session.run("python", "benchmarks/fuzz_openapi.py", *session.posargs)
+
+
+@nox.session
+def load(session: nox.Session) -> None:
+    """Load on the served engine: 16 clients for 60 s on 127.0.0.1 (throughput, p50/p95/p99,
+    errors; benchmarks/load_engine.py --help). docs/reliability.md quotes a run."""
+    _install(session)
+    session.run("python", "benchmarks/load_engine.py", *session.posargs)

@@ -272,6 +272,10 @@ def run(args: argparse.Namespace) -> int:
         searched = time.perf_counter() - t1
     if args.out == "-":
         lines = write_trec_run(run_, sys.stdout, tag=tag)
+    elif Path(args.out).exists() and not Path(args.out).is_file():
+        # /dev/null, a FIFO: written into, never replaced by a regular file
+        with open(args.out, "w", encoding="utf-8") as fh:
+            lines = write_trec_run(run_, fh, tag=tag)
     else:
         out = Path(args.out)
         tmp = out.with_name(out.name + ".tmp")

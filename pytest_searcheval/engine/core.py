@@ -320,16 +320,56 @@ class Engine:
 
     def reindex(self) -> None:
         """Rebuild every index table from the live documents: purges tombstones, recomputes
-        statistics, priors and (above the size threshold) the HNSW graph."""
+        statistics, priors and (above the size threshold) the HNSW graph.
+
+        Atomic for readers. The rows are replaced in ONE transaction, so every SQL statement a
+        search runs sees the catalog before the commit or after it, never an empty or partial
+        one; the in-memory catalog is built beside the one searches read and swapped in (one
+        reference assignment) after the commit. Between the commit and the swap the old
+        in-memory catalog, a superset of the new rows, still filters tombstoned ids. An HNSW
+        graph is rebuilt afterwards with REINDEX CONCURRENTLY, which does not block readers.
+        """
         with self._write_lock:
+            t0 = time.perf_counter()
             docs = self.catalog.live()
-            with self.schema.connection() as conn, conn.transaction():
-                conn.execute("DELETE FROM documents")
-                if self._hnsw:
-                    dense.drop_hnsw(conn)
-            self._hnsw = False
-            self.catalog.clear()
-            self._seed(docs)
+            vectors = self.embedder.embed([embedding_text(d) for d in docs])
+            fresh = Catalog()
+            fresh.seq = dict(self.catalog.seq)  # the first-indexed order survives a rebuild
+            with self.schema.connection() as conn:
+                with conn.transaction():
+                    conn.execute("DELETE FROM documents")
+                    self._write(conn, docs, vectors)
+                    fresh.add(docs)
+                    fresh.refresh()
+                    fresh.index_adversarial(
+                        docs,
+                        self.settings.dedup,
+                        lambda ids: dense.stored_unit_vectors(conn, ids),
+                    )
+                self.catalog = fresh
+                if self._hnsw and len(fresh) >= self.settings.dense.exact_below:
+                    self._rebuild_hnsw(conn)
+                else:
+                    self._maybe_hnsw(conn)
+            self.timings["reindex_seconds"] = time.perf_counter() - t0
+
+    def _rebuild_hnsw(self, conn: psycopg.Connection[Any]) -> None:
+        """A fresh graph for the replaced rows, built while readers keep using the old one."""
+        from psycopg import sql
+
+        conn.commit()
+        conn.autocommit = True
+        try:
+            conn.execute(
+                sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(
+                    sql.Identifier(self.schema_name, dense.HNSW_INDEX)
+                )
+            )
+        finally:
+            conn.autocommit = False
+        self._recall = None
+        if self.settings.recall_sample > 0:
+            self.measure_hnsw_recall(sample=self.settings.recall_sample)
 
     def clone(self) -> Engine:
         """A new engine on a new isolated schema with a copy of this one's tables (same server)."""
@@ -440,9 +480,11 @@ class Engine:
         filters: Mapping[str, Any] | None = None,
         extract: bool = True,
         apply_threshold: bool = True,
+        explain: bool = False,
     ) -> dict[str, Any]:
-        """The ``/discovery/search`` body; raises ``ProfileUnavailable`` / ``ValueError``.
-        ``apply_threshold=False`` returns the ranking the no-result cut would suppress."""
+        """The ``/search`` body; raises ``ProfileUnavailable`` / ``ValueError``.
+        ``apply_threshold=False`` returns the ranking the no-result cut would suppress;
+        ``explain=True`` adds each result's ``explanation`` (engine/explain.py)."""
         return search.run(
             self,
             q,
@@ -451,6 +493,7 @@ class Engine:
             filters=filters,
             extract=extract,
             apply_threshold=apply_threshold,
+            explain=explain,
         )
 
     def list_resources(

@@ -78,7 +78,10 @@ EVALUATED_RULE = (
 
 
 def evaluated(row: Mapping[str, Any]) -> bool:
-    """Whether a row belongs to the relevance aggregates (see :data:`EVALUATED_RULE`)."""
+    """Whether a row belongs to the relevance aggregates (see :data:`EVALUATED_RULE`); in
+    trec-compat mode every judged query does (trec_eval ``-c``)."""
+    if "evaluated" in row:
+        return bool(row["evaluated"])
     return int(row.get("relevant", 0)) > 0
 
 
@@ -220,6 +223,7 @@ def build(
             "reasons": row["reasons"],
             "relevant": row.get("relevant", 0),
             "judged": row.get("judged", True),
+            "evaluated": evaluated(row),
             "unavailable": row["unavailable"],
             "profiles": {
                 p: {

@@ -235,3 +235,38 @@ def test_a_pytest_run_cleans_up_on_a_stop_signal(
     assert code == pytest.ExitCode.INTERRUPTED, "\n".join(child.lines)
     assert _server_dirs(run_tmp) == [], "\n".join(child.lines)
     assert _postgres_in(server_dir) == []
+
+
+def test_serve_answers_its_first_query_about_as_fast_as_its_hundredth(
+    collection_dir: Path, cache_dir: Path, run_tmp: Path
+) -> None:
+    """Ready means warmed: the model is loaded before the port listens, so the first uncached
+    query does not pay the seconds of loading it (it used to cost about 9 s)."""
+    import re
+
+    import httpx
+
+    child = _serve(collection_dir, run_tmp, cache_dir)
+    child.wait_for("serving on")
+    url = next(
+        m.group(1)
+        for line in child.lines
+        if (m := re.search(r"serving on (http://[^/]+)/", line)) is not None
+    )
+    try:
+        with httpx.Client(base_url=url, timeout=60) as client:
+
+            def timed(i: int) -> float:
+                t0 = time.perf_counter()
+                r = client.get("/search", params={"q": f"uncached question {i} {time.time()}"})
+                assert r.status_code == 200, r.text
+                return time.perf_counter() - t0
+
+            first = timed(0)
+            later = sorted(timed(i) for i in range(1, 101))
+        median = later[len(later) // 2]
+        assert first < 5 * median + 0.25, f"first {first:.3f} s, median of 100 {median:.3f} s"
+    finally:
+        child.proc.send_signal(signal.SIGTERM)
+        child.finish()
+    assert _server_dirs(run_tmp) == []
