@@ -480,9 +480,11 @@ class Engine:
         filters: Mapping[str, Any] | None = None,
         extract: bool = True,
         apply_threshold: bool = True,
+        explain: bool = False,
     ) -> dict[str, Any]:
-        """The ``/discovery/search`` body; raises ``ProfileUnavailable`` / ``ValueError``.
-        ``apply_threshold=False`` returns the ranking the no-result cut would suppress."""
+        """The ``/search`` body; raises ``ProfileUnavailable`` / ``ValueError``.
+        ``apply_threshold=False`` returns the ranking the no-result cut would suppress;
+        ``explain=True`` adds each result's ``explanation`` (engine/explain.py)."""
         return search.run(
             self,
             q,
@@ -491,6 +493,7 @@ class Engine:
             filters=filters,
             extract=extract,
             apply_threshold=apply_threshold,
+            explain=explain,
         )
 
     def list_resources(

@@ -104,6 +104,24 @@ class InvariantSettings:
         return self.enabled is None or name in self.enabled
 
 
+#: The profile name an invariant searches when the run's gated profile is known only once the
+#: target is (a target's own default, or its first profile): resolved per process.
+GATED = "@gated"
+_RESOLVED: dict[str, str] = {}
+
+
+def set_gated_profile(profile: str) -> None:
+    """The run's gated profile, once the plugin has resolved it against the target."""
+    _RESOLVED["gated"] = profile
+
+
+def profile_of(settings: InvariantSettings) -> str:
+    """The profile the invariants search: the settings' own, else the run's gated profile."""
+    if settings.profile == GATED:
+        return _RESOLVED.get("gated", "hybrid")
+    return settings.profile
+
+
 def settings_from(source: object = None) -> InvariantSettings:
     """Settings from ``None`` (defaults), an :class:`InvariantSettings`, a mapping of field
     overrides, or the plugin's ``SearchEvalConfig`` (its ``gated_profile``, ``split`` and
@@ -121,6 +139,8 @@ def settings_from(source: object = None) -> InvariantSettings:
             value = getattr(source, attr, None)
             if value is not None:
                 base[key] = value
+        if getattr(source, "gated_profile", "") is None:
+            base["profile"] = GATED
         extra = getattr(source, "extra", None) or {}
         overrides = extra.get("invariants") or {} if isinstance(extra, Mapping) else {}
     known = {f.name for f in dataclasses.fields(InvariantSettings)}
