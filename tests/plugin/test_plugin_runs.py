@@ -158,3 +158,25 @@ def test_ide_collection_with_the_ini_key_and_a_pasted_node_id(pytester: pytest.P
     ran.assert_outcomes(passed=1)
     assert (pytester.path / "searcheval-report" / "report-partial.json").is_file()
     assert not Path(pytester.path / "searcheval-report" / "report.json").exists()
+
+
+def test_node_ids_of_a_collection_outside_the_rootdir_paste_back(
+    pytester: pytest.Pytester,
+) -> None:
+    outside = pytester.path.parent / f"{pytester.path.name}-collection"
+    outside.mkdir()
+    (outside / "qrels.txt").write_text(QRELS)
+    (outside / "topics.tsv").write_text(TOPICS)
+    (outside / "bm25.run").write_text(RUN_A)
+    pytester.makeini(
+        f"[pytest]\nsearch_eval_qrels = {outside}/qrels.txt\n"
+        f"search_eval_topics = {outside}/topics.tsv\nsearch_eval_run = {outside}/bm25.run\n"
+    )
+    collected = pytester.runpytest_subprocess(
+        "--search-eval", "--collect-only", "-q", "-p", "no:cacheprovider"
+    )
+    ids = [line for line in collected.stdout.lines if "test_query[" in line]
+    # The tests belong to the ini file that configures the run: a path under the rootdir.
+    assert ids and all(i.startswith("tox.ini::test_query[") for i in ids), ids
+    ran = pytester.runpytest_subprocess("--search-eval", ids[1], "-p", "no:cacheprovider")
+    ran.assert_outcomes(passed=1)
