@@ -158,3 +158,13 @@ def copy_tables(conn: psycopg.Connection[Any], source: str, target: str) -> None
     # A bare ANALYZE would analyse every table of the database, the user's too.
     for table in INDEX_TABLES:
         conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(target, table)))
+
+
+def vacuum_tables(dsn: str, schema: str) -> None:
+    """``VACUUM`` the index tables of ``schema`` (autocommit: VACUUM cannot run in a
+    transaction), removing the dead row versions a rolled-back transaction left."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in INDEX_TABLES:
+            conn.execute(sql.SQL("VACUUM {}").format(sql.Identifier(schema, table)))
