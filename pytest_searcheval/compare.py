@@ -17,13 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_searcheval.baseline.gate import CONVENTIONS as GATE_CONVENTIONS
 from pytest_searcheval.stats import DEFAULT_SEED, holm, paired_randomization_tests
 
 #: Two values closer than this are a tie (floating-point noise of the same ranking).
 TIE = 1e-9
-#: The run settings whose difference makes two reports measure different things (reports
-#: that record ``run.conventions`` are compared on every key they record but the measures).
-CONVENTIONS: tuple[str, ...] = ("split", "gain", "relevance_level", "limit", "trec_compat")
+#: The conventions the gate compares with the baseline, except the measure list (shared
+#: measures are compared, the others left out); a report's ``run.conventions`` when it has one.
+CONVENTIONS: tuple[str, ...] = tuple(c for c in GATE_CONVENTIONS if c != "measures")
 
 
 class CompareError(ValueError):

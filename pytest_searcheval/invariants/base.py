@@ -296,13 +296,17 @@ class _Verdict:
 # ------------------------------------------------------------------------------ searching
 
 
+#: (profile, text, limit, filters as sorted JSON, extract)
+_RequestKey = tuple[str, str, int, str, bool]
+
+
 class _Searcher:
     """Searches one target with one profile; caches answers for targets that do not change."""
 
     def __init__(self, target: SearchTarget, profile: str, *, cache: bool) -> None:
         self.target = target
         self.profile = profile
-        self._cache: dict[tuple[str, int, str, bool], SearchResponse] | None = (
+        self._cache: dict[_RequestKey, SearchResponse] | None = (
             _shared_cache(target) if cache else None
         )
 
@@ -314,7 +318,7 @@ class _Searcher:
         filters: Mapping[str, Any] | None = None,
         extract: bool = True,
     ) -> SearchResponse:
-        key = (text, limit, json.dumps(dict(filters or {}), sort_keys=True, default=str), extract)
+        key = _request_key(self.profile, text, limit, filters, extract)
         if self._cache is not None and key in self._cache:
             return self._cache[key]
         response = self.target.search(
@@ -326,16 +330,44 @@ class _Searcher:
 
 
 # Keyed by id(target) and holding the target itself, so the id cannot be reused while cached.
-_CACHES: dict[int, tuple[object, dict[tuple[str, int, str, bool], SearchResponse]]] = {}
+_CACHES: dict[int, tuple[object, dict[_RequestKey, SearchResponse]]] = {}
 _SHARED: dict[tuple[int, str], Any] = {}
 
 
-def _shared_cache(target: object) -> dict[tuple[str, int, str, bool], SearchResponse]:
+def _shared_cache(target: object) -> dict[_RequestKey, SearchResponse]:
     entry = _CACHES.get(id(target))
     if entry is None or entry[0] is not target:
         entry = (target, {})
         _CACHES[id(target)] = entry
     return entry[1]
+
+
+def remember(
+    target: object,
+    response: SearchResponse,
+    *,
+    profile: str,
+    text: str,
+    limit: int,
+    filters: Mapping[str, Any] | None = None,
+    extract: bool = True,
+) -> None:
+    """Offer the answer to a search made elsewhere in this process (a query test's) to the
+    invariants that search ``target`` read-only with exactly the same request, so it is not
+    sent twice. Only for targets whose answers the invariants cache anyway."""
+    _shared_cache(target).setdefault(_request_key(profile, text, limit, filters, extract), response)
+
+
+def _request_key(
+    profile: str, text: str, limit: int, filters: Mapping[str, Any] | None, extract: bool
+) -> _RequestKey:
+    return (
+        profile,
+        text,
+        limit,
+        json.dumps(dict(filters or {}), sort_keys=True, default=str),
+        extract,
+    )
 
 
 def _shared(target: object, key: str, compute: Callable[[], Any]) -> Any:

@@ -205,6 +205,11 @@ class EvalState:
             return None
         self.cache[key] = response
         self.latency_ms[key] = elapsed
+        if by_id is None:
+            from pytest_searcheval.invariants.base import remember
+
+            # The same request as a read-only invariant's (threshold compliance): answered once.
+            remember(target, response, profile=profile, text=query.text, limit=self.cfg.limit)
         return response
 
     # --- records -----------------------------------------------------------------------------
@@ -233,7 +238,9 @@ def _at(measure: str, depth: int | None) -> str:
     from pytest_searcheval.metrics import REGISTRY
 
     definition = REGISTRY.get(measure)
-    return measure if definition is None or definition.cutoff == "forbidden" else f"{measure}@{depth}"
+    return (
+        measure if definition is None or definition.cutoff == "forbidden" else f"{measure}@{depth}"
+    )
 
 
 STATE_KEY = pytest.StashKey[EvalState]()
