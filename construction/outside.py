@@ -57,12 +57,19 @@ def read_writer(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def query(entry: dict[str, Any], split: str) -> dict[str, Any]:
-    unanswerable = entry["kind"] == "unanswerable"
+def query(
+    entry: dict[str, Any], split: str, relabels: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    kind = entry["kind"]
+    # After the merge, a writer's claim that the judges overturned is relabelled (listed with
+    # its reason in qrels/relabels.yaml and in provenance).
+    if relabels and entry["id"] in relabels:
+        kind = relabels[entry["id"]]["kind"]
+    unanswerable = kind == "unanswerable"
     return {
         "id": entry["id"],
         "text": entry["text"],
-        "class": CLASSES[entry["kind"]],
+        "class": CLASSES[kind],
         "split": split,
         "source": None,
         "group": None,
@@ -99,8 +106,17 @@ def generated(root: Path) -> dict[Path, str]:
         files[base / "collection.yaml"] = HEADER + yaml.safe_dump(
             manifest(part, split, writers), sort_keys=False, width=100
         )
+        relabel_file = base / "qrels/relabels.yaml"
+        relabels = (
+            yaml.safe_load(relabel_file.read_text(encoding="utf-8")) or {}
+            if relabel_file.is_file()
+            else {}
+        )
         files[base / "qrels/queries.yaml"] = HEADER + yaml.safe_dump(
-            [query(e, split) for e in entries], sort_keys=False, width=100, allow_unicode=True
+            [query(e, split, relabels) for e in entries],
+            sort_keys=False,
+            width=100,
+            allow_unicode=True,
         )
     return files
 

@@ -17,12 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_searcheval.baseline.gate import CONVENTIONS as GATE_CONVENTIONS
 from pytest_searcheval.stats import DEFAULT_SEED, holm, paired_randomization_tests
 
 #: Two values closer than this are a tie (floating-point noise of the same ranking).
 TIE = 1e-9
-#: The run settings whose difference makes two reports measure different things.
-CONVENTIONS: tuple[str, ...] = ("split", "gain", "relevance_level", "limit", "trec_compat")
+#: The conventions the gate compares with the baseline, except the measure list (shared
+#: measures are compared, the others left out); a report's ``run.conventions`` when it has one.
+CONVENTIONS: tuple[str, ...] = tuple(c for c in GATE_CONVENTIONS if c != "measures")
 
 
 class CompareError(ValueError):
@@ -133,13 +135,25 @@ def _values(report: Mapping[str, Any], profile: str, measure: str) -> dict[str, 
     return out
 
 
+def _conventions(run: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's conventions (``run.conventions`` where the report has it), without the
+    measure list: shared measures are compared, the others left out."""
+    recorded = run.get("conventions")
+    if isinstance(recorded, Mapping):
+        return {k: v for k, v in recorded.items() if k != "measures"}
+    return {k: run.get(k) for k in CONVENTIONS}
+
+
 def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     """One line per convention, data hash or model that differs between the two runs."""
     out: list[str] = []
     run_a, run_b = a.get("run") or {}, b.get("run") or {}
-    for key in CONVENTIONS:
-        if run_a.get(key) != run_b.get(key):
-            out.append(f"run.{key}: A {run_a.get(key)!r}, B {run_b.get(key)!r}")
+    conv_a, conv_b = _conventions(run_a), _conventions(run_b)
+    for key in [k for k in CONVENTIONS if k in conv_a or k in conv_b] + sorted(
+        (set(conv_a) | set(conv_b)) - set(CONVENTIONS)
+    ):
+        if conv_a.get(key) != conv_b.get(key):
+            out.append(f"run.{key}: A {conv_a.get(key)!r}, B {conv_b.get(key)!r}")
     hashes_a = (a.get("collection") or {}).get("hashes") or {}
     hashes_b = (b.get("collection") or {}).get("hashes") or {}
     for key in sorted(set(hashes_a) | set(hashes_b)):

@@ -98,6 +98,11 @@ def _run(func: Any, args: argparse.Namespace) -> int:
 def _atomic_write(path: Path, write: Any) -> None:
     import os
 
+    if path.exists() and not path.is_file():
+        # /dev/null, a FIFO: written into, never replaced by a regular file
+        with path.open("w", encoding="utf-8", newline="\n") as fh:
+            write(fh)
+        return
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8", newline="\n") as fh:
         write(fh)

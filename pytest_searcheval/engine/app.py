@@ -83,6 +83,7 @@ class SearchEngine(Protocol):
         limit: int = ...,
         filters: Mapping[str, Any] | None = ...,
         extract: bool = ...,
+        explain: bool = ...,
     ) -> dict[str, Any]: ...
 
     def list_resources(
@@ -307,12 +308,20 @@ def create_app(
         filters: Filters,
         extract: bool,
         name: Mapping[str, str],
+        explain: bool = False,
     ) -> dict[str, Any]:
         """The engine's answer; its errors become client errors under the parameter ``name``
         gives each field of the engine's (``q`` -> ``query`` on the Bazaar route)."""
+        # ``explain`` is passed only when asked for: an engine without explanations still fits.
+        extra: dict[str, Any] = {"explain": True} if explain else {}
         try:
             return engine.search(
-                q, profile=profile, limit=limit, filters=filters.to_dict(), extract=extract
+                q,
+                profile=profile,
+                limit=limit,
+                filters=filters.to_dict(),
+                extract=extract,
+                **extra,
             )
         except FilterError as exc:
             raise ClientError(400, name.get(exc.field, exc.field), exc.message) from None
@@ -365,6 +374,7 @@ def create_app(
         profile = _profile(params.get("profile"), engine.profiles())
         limit = _limit(params.get("limit"))
         extract = _flag(params.get("extract"), "extract", True)
+        explain = _flag(params.get("explain"), "explain", False)
         filters = _discovery_filters(params, engine.assets)
         search_id = bazaar.fingerprint(query, profile, filters.to_dict(), extract)
         offset = 0
@@ -382,6 +392,7 @@ def create_app(
             filters=filters,
             extract=extract,
             name=bazaar_names,
+            explain=explain,
         )
         page = bazaar.cut_page(body.get("results", []), offset, limit, MAX_LIMIT, search_id)
         out: dict[str, Any] = {

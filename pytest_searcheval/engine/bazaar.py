@@ -75,6 +75,7 @@ SEARCH_PARAMS: tuple[str, ...] = (
     "profile",
     *_EXTRA_FILTERS,
     "extract",
+    "explain",
 )
 #: ``GET /discovery/resources``: the SDK's parameters, then the engine's additions.
 LIST_PARAMS: tuple[str, ...] = (*_PROTOCOL_FILTERS, "limit", "offset", *_EXTRA_FILTERS)

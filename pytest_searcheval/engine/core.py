@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,7 +51,7 @@ from pytest_searcheval.engine.settings import (
 if TYPE_CHECKING:
     import psycopg
 
-    from pytest_searcheval.engine.isolation import IsolatedSchema
+    from pytest_searcheval.engine.isolation import IsolatedSchema, RolledBackSchema
 
 __all__ = [
     "INDEX_TABLES",
@@ -94,7 +95,7 @@ class Engine:
         self,
         *,
         server: _ServerRef,
-        schema: IsolatedSchema,
+        schema: IsolatedSchema | RolledBackSchema,
         settings: EngineSettings,
         embedder: Embedder,
         reranker: Reranker,
@@ -121,6 +122,8 @@ class Engine:
         self.calibration: dict[str, Any] = {"status": "rules from settings"}
         self._closed = False
         self.versions: dict[str, str | None] = {}
+        #: open :meth:`scratch` copies, closed before this engine closes
+        self._scratches: weakref.WeakSet[Engine] = weakref.WeakSet()
 
     # -- construction -------------------------------------------------------------------------
 
@@ -217,6 +220,8 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        for copy in list(self._scratches):
+            copy.close()
         self.lexical_pool.shutdown(wait=True)
         try:
             self.schema.close()
@@ -373,6 +378,7 @@ class Engine:
 
     def clone(self) -> Engine:
         """A new engine on a new isolated schema with a copy of this one's tables (same server)."""
+        source = self._own_schema("clone")
         server = self._server.acquire()
         try:
             clone = Engine._open(server, self.assets, self.settings, self.embedder)
@@ -383,13 +389,59 @@ class Engine:
         clone._recall_queries = self._recall_queries
         try:
             with self._write_lock, clone.schema.connection() as conn:
-                documents.copy_tables(conn, self.schema_name, clone.schema_name)
+                documents.copy_tables(conn, source.name, clone.schema_name)
                 clone.catalog = self.catalog.copy()
                 clone._maybe_hnsw(conn)
         except BaseException:
             clone.close()
             raise
         return clone
+
+    def _own_schema(self, what: str) -> IsolatedSchema:
+        from pytest_searcheval.engine.isolation import IsolatedSchema, IsolationError
+
+        if not isinstance(self.schema, IsolatedSchema):
+            # Its writes live in one uncommitted transaction that no other connection sees.
+            raise IsolationError(f"cannot {what} a scratch copy; {what} its engine instead")
+        return self.schema
+
+    def scratch(self) -> Engine:
+        """A private copy of this engine that costs no copying: this engine's schema seen
+        through one connection in a transaction that :meth:`close` rolls back (see
+        engine/isolation.py, :class:`RolledBackSchema`). It answers, and changes, exactly as a
+        :meth:`clone` would; nothing it writes is ever seen by this engine or committed.
+
+        Meant for short-lived checks: while it is open, this engine's writes to the rows it
+        changed and its DDL (HNSW build or drop, :meth:`close`) wait for it, so this engine
+        closes its open scratch copies first. With an HNSW index (a catalog at or above
+        ``exact_below``) this is a :meth:`clone`, since dropping that index in a re-index
+        would lock this engine's readers out until the copy closes.
+        """
+        if self._hnsw:
+            return self.clone()
+        from pytest_searcheval.engine.isolation import RolledBackSchema
+
+        view = RolledBackSchema(self._own_schema("scratch")).open()
+        try:
+            copy = type(self)(
+                server=self._server.acquire(),
+                schema=view,
+                settings=self.settings,
+                embedder=self.embedder,
+                reranker=self.reranker,
+                assets=self.assets,
+                owns_embedder=False,
+            )
+        except BaseException:
+            view.close()
+            raise
+        copy.versions = dict(self.versions)
+        copy.calibration = self.calibration
+        copy._recall_queries = self._recall_queries
+        with self._write_lock:
+            copy.catalog = self.catalog.copy()
+        self._scratches.add(copy)
+        return copy
 
     # -- describing -----------------------------------------------------------------------------
 
@@ -480,9 +532,11 @@ class Engine:
         filters: Mapping[str, Any] | None = None,
         extract: bool = True,
         apply_threshold: bool = True,
+        explain: bool = False,
     ) -> dict[str, Any]:
-        """The ``/discovery/search`` body; raises ``ProfileUnavailable`` / ``ValueError``.
-        ``apply_threshold=False`` returns the ranking the no-result cut would suppress."""
+        """The ``/search`` body; raises ``ProfileUnavailable`` / ``ValueError``.
+        ``apply_threshold=False`` returns the ranking the no-result cut would suppress;
+        ``explain=True`` adds each result's ``explanation`` (engine/explain.py)."""
         return search.run(
             self,
             q,
@@ -491,6 +545,7 @@ class Engine:
             filters=filters,
             extract=extract,
             apply_threshold=apply_threshold,
+            explain=explain,
         )
 
     def list_resources(

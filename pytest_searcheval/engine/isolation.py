@@ -704,3 +704,70 @@ class IsolatedSchema:
                 f"cannot prove that run schema {self.name} holds only our own tables; aborting "
                 "before seeding: " + "; ".join(problems)
             )
+
+
+class _Held:
+    """The held connection as a borrower sees it: ``commit()`` does nothing, since the only way
+    out of the rolled-back transaction is :meth:`RolledBackSchema.close`."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def commit(self) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+class RolledBackSchema:
+    """A private, throw-away view of an open :class:`IsolatedSchema`: one of its pooled
+    connections held inside a transaction that is always rolled back (never committed).
+
+    What a borrower writes is visible to this view alone: every other connection, the parent's
+    pool included, reads committed rows only (READ COMMITTED), and :meth:`close` rolls
+    everything back, so the parent's schema is left exactly as it was. Writes stay in the run's
+    own proven schema: nothing here creates or names another one. Each :meth:`connection` block
+    runs in a savepoint, released on success and rolled back on an error, as a pooled
+    connection commits or rolls back its block; blocks are serialised, since they share one
+    connection. While the view is open, a writer on the parent waits for the rows the view
+    changed, and DDL on the parent's tables waits for the view to close.
+    """
+
+    def __init__(self, parent: IsolatedSchema) -> None:
+        self.parent = parent
+        self.name = parent.name
+        self.dsn = parent.dsn
+        self.timings: dict[str, float] = {}
+        self._stack = contextlib.ExitStack()
+        self._lock = threading.RLock()
+        self._held: _Held | None = None
+
+    def open(self) -> RolledBackSchema:
+        if self._held is not None:
+            raise IsolationError(f"a rolled-back view of {self.name} was already opened")
+        try:
+            conn = self._stack.enter_context(self.parent.connection())
+            self._stack.enter_context(conn.transaction(force_rollback=True))
+        except BaseException:
+            self._stack.close()
+            raise
+        self._held = _Held(conn)
+        return self
+
+    def close(self) -> None:
+        """Roll everything back and return the connection to the parent's pool. Idempotent."""
+        with self._lock:
+            self._held = None
+            self._stack.close()
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            if self._held is None:
+                raise IsolationError(f"the rolled-back view of {self.name} is closed")
+            with self._held.transaction():
+                yield self._held  # type: ignore[misc]
+
+    def describe(self) -> dict[str, Any]:
+        return {"schema": self.name, "rolled_back_view_of": self.parent.run_id}

@@ -49,7 +49,7 @@ def _param(
         schema = {"type": "integer", "minimum": 1, "maximum": max_limit}
     elif name == "offset":
         schema = {"type": "integer", "minimum": 0, "maximum": max_offset - 1}
-    elif name == "extract":
+    elif name in ("extract", "explain"):
         schema = {"type": "boolean"}
     elif name == "profile":
         schema = {"type": "string", "enum": list(profiles)}

@@ -18,7 +18,7 @@ from pytest_searcheval.engine.catalog import Catalog
 
 if TYPE_CHECKING:
     from pytest_searcheval.collection.model import Asset
-    from pytest_searcheval.engine.isolation import IsolatedSchema
+    from pytest_searcheval.engine.isolation import IsolatedSchema, RolledBackSchema
 
 #: distinct filter combinations memoised per catalog version before the memo starts over
 FILTER_MEMO_SIZE = 256
@@ -63,7 +63,7 @@ def satisfying(
     applied: x402.Filters,
     ids: Sequence[str],
     *,
-    schema: IsolatedSchema,
+    schema: IsolatedSchema | RolledBackSchema,
     catalog: Catalog,
     exact: bool,
 ) -> set[str]:

@@ -93,12 +93,14 @@ def run(
     filters: Mapping[str, Any] | None,
     extract: bool,
     apply_threshold: bool = True,
+    explain: bool = False,
 ) -> dict[str, Any]:
-    """The response to one query; raises ``ProfileUnavailable`` / ``ValueError``."""
+    """The response to one query; raises ``ProfileUnavailable`` / ``ValueError``.
+    ``explain``: every result row gets its ``explanation`` (engine/explain.py)."""
     started = time.perf_counter()
     check(engine, profile, limit)
     p = plan(engine, q, profile=profile, limit=limit, filters=filters, extract=extract)
-    lists = retrieve(engine, p)
+    retrieved = lists = retrieve(engine, p)
     ranked, head_scores = order(engine, p, lists)
     ranked, lists = restrict_ranking(engine, p, ranked, lists)
     found = decision.features(
@@ -110,7 +112,12 @@ def run(
     )
     rule = (engine.settings.no_result or {}).get(profile)
     made = decision.decide(found, rule, apply_threshold=apply_threshold, empty=not ranked)
-    return respond(engine, q, p, ranked, made, started)
+    body = respond(engine, q, p, ranked, made, started)
+    if explain:
+        from pytest_searcheval.engine import explain as explanation
+
+        explanation.attach(engine, p, retrieved, head_scores, body["results"])
+    return body
 
 
 def check(engine: Engine, profile: str, limit: int) -> None:

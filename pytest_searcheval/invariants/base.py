@@ -104,6 +104,24 @@ class InvariantSettings:
         return self.enabled is None or name in self.enabled
 
 
+#: The profile name an invariant searches when the run's gated profile is known only once the
+#: target is (a target's own default, or its first profile): resolved per process.
+GATED = "@gated"
+_RESOLVED: dict[str, str] = {}
+
+
+def set_gated_profile(profile: str) -> None:
+    """The run's gated profile, once the plugin has resolved it against the target."""
+    _RESOLVED["gated"] = profile
+
+
+def profile_of(settings: InvariantSettings) -> str:
+    """The profile the invariants search: the settings' own, else the run's gated profile."""
+    if settings.profile == GATED:
+        return _RESOLVED.get("gated", "hybrid")
+    return settings.profile
+
+
 def settings_from(source: object = None) -> InvariantSettings:
     """Settings from ``None`` (defaults), an :class:`InvariantSettings`, a mapping of field
     overrides, or the plugin's ``SearchEvalConfig`` (its ``gated_profile``, ``split`` and
@@ -121,6 +139,8 @@ def settings_from(source: object = None) -> InvariantSettings:
             value = getattr(source, attr, None)
             if value is not None:
                 base[key] = value
+        if getattr(source, "gated_profile", "") is None:
+            base["profile"] = GATED
         extra = getattr(source, "extra", None) or {}
         overrides = extra.get("invariants") or {} if isinstance(extra, Mapping) else {}
     known = {f.name for f in dataclasses.fields(InvariantSettings)}
@@ -276,13 +296,17 @@ class _Verdict:
 # ------------------------------------------------------------------------------ searching
 
 
+#: (profile, text, limit, filters as sorted JSON, extract)
+_RequestKey = tuple[str, str, int, str, bool]
+
+
 class _Searcher:
     """Searches one target with one profile; caches answers for targets that do not change."""
 
     def __init__(self, target: SearchTarget, profile: str, *, cache: bool) -> None:
         self.target = target
         self.profile = profile
-        self._cache: dict[tuple[str, int, str, bool], SearchResponse] | None = (
+        self._cache: dict[_RequestKey, SearchResponse] | None = (
             _shared_cache(target) if cache else None
         )
 
@@ -294,7 +318,7 @@ class _Searcher:
         filters: Mapping[str, Any] | None = None,
         extract: bool = True,
     ) -> SearchResponse:
-        key = (text, limit, json.dumps(dict(filters or {}), sort_keys=True, default=str), extract)
+        key = _request_key(self.profile, text, limit, filters, extract)
         if self._cache is not None and key in self._cache:
             return self._cache[key]
         response = self.target.search(
@@ -306,16 +330,44 @@ class _Searcher:
 
 
 # Keyed by id(target) and holding the target itself, so the id cannot be reused while cached.
-_CACHES: dict[int, tuple[object, dict[tuple[str, int, str, bool], SearchResponse]]] = {}
+_CACHES: dict[int, tuple[object, dict[_RequestKey, SearchResponse]]] = {}
 _SHARED: dict[tuple[int, str], Any] = {}
 
 
-def _shared_cache(target: object) -> dict[tuple[str, int, str, bool], SearchResponse]:
+def _shared_cache(target: object) -> dict[_RequestKey, SearchResponse]:
     entry = _CACHES.get(id(target))
     if entry is None or entry[0] is not target:
         entry = (target, {})
         _CACHES[id(target)] = entry
     return entry[1]
+
+
+def remember(
+    target: object,
+    response: SearchResponse,
+    *,
+    profile: str,
+    text: str,
+    limit: int,
+    filters: Mapping[str, Any] | None = None,
+    extract: bool = True,
+) -> None:
+    """Offer the answer to a search made elsewhere in this process (a query test's) to the
+    invariants that search ``target`` read-only with exactly the same request, so it is not
+    sent twice. Only for targets whose answers the invariants cache anyway."""
+    _shared_cache(target).setdefault(_request_key(profile, text, limit, filters, extract), response)
+
+
+def _request_key(
+    profile: str, text: str, limit: int, filters: Mapping[str, Any] | None, extract: bool
+) -> _RequestKey:
+    return (
+        profile,
+        text,
+        limit,
+        json.dumps(dict(filters or {}), sort_keys=True, default=str),
+        extract,
+    )
 
 
 def _shared(target: object, key: str, compute: Callable[[], Any]) -> Any:

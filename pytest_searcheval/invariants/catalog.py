@@ -10,6 +10,7 @@ from typing import Any
 
 from pytest_searcheval.collection.model import Collection, Document, Query
 from pytest_searcheval.invariants.base import (
+    profile_of,
     NOT_MUTABLE,
     InvariantOutcome,
     InvariantSettings,
@@ -100,7 +101,7 @@ def check_duplicate_resistance(
     v = _Verdict(
         cid,
         "duplicate-resistance",
-        f"{_qline(query, settings.profile)}: genuine {doc_id!r} ({_title(coll, doc_id)}) "
+        f"{_qline(query, profile_of(settings))}: genuine {doc_id!r} ({_title(coll, doc_id)}) "
         f"against a keyword-stuffed and a near-duplicate copy",
     )
     doc = coll.documents.get(doc_id)
@@ -114,7 +115,7 @@ def check_duplicate_resistance(
     with _clone(target) as clone:
         if clone is None:
             return v.skip(NOT_MUTABLE)
-        search = _Searcher(clone, settings.profile, cache=False)
+        search = _Searcher(clone, profile_of(settings), cache=False)
         before = search(query.text, limit=limit).ids
         r0 = _rank(before, doc_id)
         if r0 is None or r0 > bound:
@@ -189,14 +190,14 @@ def check_deletion_isolation(
     v = _Verdict(
         cid,
         "deletion-isolation",
-        f"{_qline(subject, settings.profile)}: delete {what}, "
+        f"{_qline(subject, profile_of(settings))}: delete {what}, "
         f"then search {len(probes)} probe queries",
     )
     limit = settings.limit
     with _clone(target) as clone:
         if clone is None:
             return v.skip(NOT_MUTABLE)
-        search = _Searcher(clone, settings.profile, cache=False)
+        search = _Searcher(clone, profile_of(settings), cache=False)
         before = {q.id: search(q.text, limit=limit).ids for q in probes}
         if doc_id is None:
             top = before.get(subject.id) or search(subject.text, limit=limit).ids
@@ -268,7 +269,7 @@ def run_conformance(
                 removed += 1
         for doc_id in sorted(conf.documents):
             clone.upsert(record_of(conf.documents[doc_id]))
-        search = _Searcher(clone, settings.profile, cache=False)
+        search = _Searcher(clone, profile_of(settings), cache=False)
         limit = max(settings.conformance_limit, len(conf.documents))
         answers: dict[str, list[str]] = {}
         for case in conf.cases:
@@ -294,7 +295,7 @@ def check_conformance_case(
         cid,
         "filter-conformance",
         f"conformance case {case.id}: query {case.query!r}, filters "
-        f"{json.dumps(case.filters, sort_keys=True)} (profile {settings.profile})",
+        f"{json.dumps(case.filters, sort_keys=True)} (profile {profile_of(settings)})",
     )
     run = _shared(target, "conformance", lambda: run_conformance(target, coll, conf, settings))
     if "skip" in run:

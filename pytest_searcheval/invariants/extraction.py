@@ -8,6 +8,7 @@ from typing import Any
 
 from pytest_searcheval.collection.model import Asset, Collection
 from pytest_searcheval.invariants.base import (
+    profile_of,
     EXTRACTION_FIELDS,
     InvariantOutcome,
     InvariantSettings,
@@ -40,7 +41,7 @@ def extraction_counts(
     """Per field: labelled (queries whose constraints name it), correct (extracted value equals
     the label; prices compared as decimals, an asset address counts as its code), wrong,
     missed; spurious: (query, key) pairs extracted without a label for that key."""
-    search = _Searcher(target, settings.profile, cache=True)
+    search = _Searcher(target, profile_of(settings), cache=True)
     fields = {f: {"labelled": 0, "correct": 0, "wrong": 0, "missed": 0} for f in EXTRACTION_FIELDS}
     spurious: list[str] = []
     wrong: list[str] = []

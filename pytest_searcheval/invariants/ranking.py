@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_searcheval.collection.model import Asset, Collection, Document, Query
 from pytest_searcheval.invariants.base import (
+    profile_of,
     NOT_MUTABLE,
     InvariantOutcome,
     InvariantSettings,
@@ -40,8 +41,8 @@ def check_known_item(
     """The known item of ``query`` is at rank <= max_rank."""
     bound = max_rank or settings.known_item_max_rank
     cid = f"known-item-stability-{query.id}"
-    v = _Verdict(cid, "known-item-stability", _qline(query, settings.profile))
-    search = _Searcher(target, settings.profile, cache=True)
+    v = _Verdict(cid, "known-item-stability", _qline(query, profile_of(settings)))
+    search = _Searcher(target, profile_of(settings), cache=True)
     ids = search(query.text, limit=max(settings.limit, bound)).ids
     rank = _rank(ids, doc_id)
     v.details.update(query=query.id, doc=doc_id, rank=rank, max_rank=bound)
@@ -73,7 +74,7 @@ def check_known_items_reindex(
     with _clone(target) as clone:
         if clone is None:
             return v.skip(NOT_MUTABLE)
-        search = _Searcher(clone, settings.profile, cache=False)
+        search = _Searcher(clone, profile_of(settings), cache=False)
         limit = max(settings.limit, settings.known_item_max_rank)
         before = {q.id: search(q.text, limit=limit).ids for q in queries}
         clone.reindex()
@@ -90,7 +91,7 @@ def check_known_items_reindex(
             topk_changed += 1
         if r0 is not None and r0 <= bound and (r1 is None or r1 > bound):
             v.fail(
-                f"{_qline(q, settings.profile)}: known item {doc_id!r} ({_title(coll, doc_id)}) "
+                f"{_qline(q, profile_of(settings))}: known item {doc_id!r} ({_title(coll, doc_id)}) "
                 f"was at rank {r0} (<= {bound}) before the re-index, "
                 f"{'at rank ' + str(r1) if r1 else 'absent'} after; "
                 f"before: {_show_ids(before[q.id], 3)}; after: {_show_ids(after[q.id], 3)}",
@@ -124,10 +125,10 @@ def check_paraphrase_churn(
         cid,
         "paraphrase-churn",
         f"paraphrase group {group} ({', '.join(q.id for q in members)}; profile "
-        f"{settings.profile}): RBO(p={settings.churn_rbo_p:g}) >= {settings.churn_min_rbo:g} "
+        f"{profile_of(settings)}): RBO(p={settings.churn_rbo_p:g}) >= {settings.churn_min_rbo:g} "
         f"and Jaccard@{k} >= {settings.churn_min_jaccard:g} expected",
     )
-    search = _Searcher(target, settings.profile, cache=True)
+    search = _Searcher(target, profile_of(settings), cache=True)
     tops = {q.id: search(q.text, limit=max(settings.limit, k)).ids[:k] for q in members}
     pairs: list[dict[str, Any]] = []
     rbos: list[float] = []
@@ -297,8 +298,8 @@ def check_filter_monotonicity(
     only (``extract=False``), so the chain is exactly what is listed. Each step must add no
     result and invert at most ``max_inversions`` pairs (see :func:`check_monotonic_step`)."""
     cid = f"filter-monotonicity-{query.id}"
-    v = _Verdict(cid, "filter-monotonicity", _qline(query, settings.profile))
-    search = _Searcher(target, settings.profile, cache=True)
+    v = _Verdict(cid, "filter-monotonicity", _qline(query, profile_of(settings)))
+    search = _Searcher(target, profile_of(settings), cache=True)
     limit = settings.chain_limit
     chain: list[dict[str, Any]] = [{}]
     from pytest_searcheval.x402.vocabulary import FILTER_KEYS
@@ -390,10 +391,10 @@ def check_threshold_compliance(
     * an unanswerable query (``expect.no_result`` or class ``no-result``) returns nothing.
     """
     cid = f"threshold-compliance-{query.id}"
-    v = _Verdict(cid, "threshold-compliance", _qline(query, settings.profile))
+    v = _Verdict(cid, "threshold-compliance", _qline(query, profile_of(settings)))
     keys = _filter_keys(coll)
     explicit = {k: val for k, val in query.constraints.items() if k in keys}
-    search = _Searcher(target, settings.profile, cache=True)
+    search = _Searcher(target, profile_of(settings), cache=True)
     response = search(query.text, limit=settings.limit, filters=explicit or None)
     ids = response.ids
     applied = {

@@ -51,7 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if not cfg.enabled:
         return
-    state = EvalState(cfg=cfg)
+    state = EvalState(cfg=cfg, rootpath=Path(config.rootpath).resolve(), inipath=config.inipath)
     _load_baseline(state)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(SessionHooks(state), "searcheval-session")

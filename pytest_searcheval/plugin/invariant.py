@@ -33,6 +33,10 @@ class InvariantItem(SearchEvalItem):
             pytest.skip(
                 f"{case.id}: run files are fixed rankings; this invariant needs a live system"
             )
+        from pytest_searcheval.invariants.base import set_gated_profile
+
+        self.state.describe_target(target)
+        set_gated_profile(self.state.cfg.gated)
         outcome = case.outcome(target)
         record: dict[str, Any] = dict(outcome.record())
         record.setdefault("id", str(case.id))

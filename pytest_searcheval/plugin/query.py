@@ -119,6 +119,8 @@ def measure_one(
 
     cfg = state.cfg
     judged = state.collection.judgments.get(qid, {})
+    if cfg.trec_compat and qid not in state.collection.judgments:
+        return {}
     if relevant_count(judged, cfg.relevance_level or 1) == 0 and not cfg.trec_compat:
         return {}
     per_query = metrics.evaluate(
@@ -150,7 +152,11 @@ def fill_measures(state: EvalState, rows: Mapping[str, dict[str, Any]]) -> None:
             qid: row["profiles"][profile]["ids"]
             for qid, row in rows.items()
             if profile in row["profiles"]
-            and (cfg.trec_compat or relevant_count(judgments.get(qid, {}), level) > 0)
+            and (
+                qid in judgments
+                if cfg.trec_compat
+                else relevant_count(judgments.get(qid, {}), level) > 0
+            )
         }
         if not run:
             continue
@@ -231,6 +237,12 @@ def evaluate_query(state: EvalState, target: SearchTarget, query: Query) -> dict
             state.collection.judgments.get(query.id, {}), cfg.relevance_level or 1
         ),
         "judged": query.id in state.collection.judgments,
+        "evaluated": (
+            query.id in state.collection.judgments
+            if cfg.trec_compat
+            else relevant_count(state.collection.judgments.get(query.id, {}), cfg.relevance_level or 1)
+            > 0
+        ),
         "unanswerable": is_unanswerable(query),
         "profiles": {},
         "unavailable": {},

@@ -54,6 +54,8 @@ class EvalState:
     partial: bool = False
     selected: int = 0
     phases: dict[str, float] = field(default_factory=dict)
+    rootpath: Path | None = None
+    inipath: Path | None = None
 
     # --- the collection ----------------------------------------------------------------------
 
@@ -73,7 +75,17 @@ class EvalState:
         return self._collection
 
     def anchor(self) -> Path:
-        """The file the generated tests belong to (their node ids start with it)."""
+        """The file the generated tests belong to (their node ids start with it): the
+        collection's own file when it lies under the rootdir, else the ini file that configures
+        the run, so that a node id pasted back on the command line names a file pytest finds
+        from the rootdir."""
+        found = self._collection_file()
+        if self.rootpath is not None and self.rootpath not in found.resolve().parents:
+            if self.inipath is not None:
+                return self.inipath
+        return found
+
+    def _collection_file(self) -> Path:
         if self.cfg.qrels is not None:
             return self.cfg.topics or self.cfg.qrels
         root = self.cfg.collection
@@ -193,6 +205,11 @@ class EvalState:
             return None
         self.cache[key] = response
         self.latency_ms[key] = elapsed
+        if by_id is None:
+            from pytest_searcheval.invariants.base import remember
+
+            # The same request as a read-only invariant's (threshold compliance): answered once.
+            remember(target, response, profile=profile, text=query.text, limit=self.cfg.limit)
         return response
 
     # --- records -----------------------------------------------------------------------------
@@ -221,7 +238,9 @@ def _at(measure: str, depth: int | None) -> str:
     from pytest_searcheval.metrics import REGISTRY
 
     definition = REGISTRY.get(measure)
-    return measure if definition is None or definition.cutoff == "forbidden" else f"{measure}@{depth}"
+    return (
+        measure if definition is None or definition.cutoff == "forbidden" else f"{measure}@{depth}"
+    )
 
 
 STATE_KEY = pytest.StashKey[EvalState]()

@@ -78,7 +78,10 @@ EVALUATED_RULE = (
 
 
 def evaluated(row: Mapping[str, Any]) -> bool:
-    """Whether a row belongs to the relevance aggregates (see :data:`EVALUATED_RULE`)."""
+    """Whether a row belongs to the relevance aggregates (see :data:`EVALUATED_RULE`); in
+    trec-compat mode every judged query does (trec_eval ``-c``)."""
+    if "evaluated" in row:
+        return bool(row["evaluated"])
     return int(row.get("relevant", 0)) > 0
 
 
@@ -220,6 +223,7 @@ def build(
             "reasons": row["reasons"],
             "relevant": row.get("relevant", 0),
             "judged": row.get("judged", True),
+            "evaluated": evaluated(row),
             "unavailable": row["unavailable"],
             "profiles": {
                 p: {
@@ -305,6 +309,7 @@ def build(
         "invariants": {k: dict(v) for k, v in sorted((invariants or {}).items())},
         "latency_tests": {k: dict(v) for k, v in sorted((latency_tests or {}).items())},
         "invariant_summary": _invariant_summary(invariants or {}),
+        "quality": quality(ordered, available, collection, cfg, facts),
         "known_failures": _known_failures(queries, invariants or {}, baseline),
         "limitations": _limitations(
             collection, coll_manifest, unavailable, ordered, expected, cfg.relevance_level
@@ -312,6 +317,132 @@ def build(
         "gate": None,
     }
     return report
+
+
+QUALITY_K = 10
+
+
+def quality(
+    rows: Sequence[Mapping[str, Any]],
+    profiles: Sequence[str],
+    collection: Any,
+    cfg: SearchEvalConfig,
+    facts: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The seeds' remaining measures, per profile, each where the collection has what it needs
+    and with the reason where it does not: grade-0 rate@10 (judged useless among the shown),
+    adversarial top-1 and resistance rates, provider concentration of the top 10, the share of
+    warm results (listings with settlements), and the reranker's lift; embedding completeness
+    as the target reports it."""
+    from pytest_searcheval import metrics
+
+    docs = getattr(collection, "documents", {}) or {}
+    judgments = getattr(collection, "judgments", {}) or {}
+    level = cfg.relevance_level or 1
+    sidecar = {d: (doc.sidecar or {}) for d, doc in docs.items()}
+    adversarial = {d for d, s in sidecar.items() if s.get("adversarial")}
+    copies = [(s["duplicate_of"], d) for d, s in sidecar.items() if s.get("duplicate_of")]
+    pairs = {
+        r["qid"]: [(g, a) for g, a in copies if judgments.get(r["qid"], {}).get(g, -1) >= level]
+        for r in rows
+    }
+    pairs = {q: v for q, v in pairs.items() if v}
+    provider_of = {
+        d: str((doc.fields or {}).get("provider") or sidecar[d].get("provider") or "")
+        for d, doc in docs.items()
+    }
+    has_provider = any(provider_of.values())
+    settled = {d: s.get("settlements") for d, s in sidecar.items() if "settlements" in s}
+    why: dict[str, str] = {}
+    if not adversarial:
+        why["adversarial"] = "the corpus flags no adversarial listing (sidecar.adversarial)"
+    if not pairs:
+        why["resistance"] = "no judged relevant listing has a flagged copy (sidecar.duplicate_of)"
+    if not has_provider:
+        why["provider"] = "the corpus names no provider (fields.provider)"
+    if not settled:
+        why["warm_share"] = "the corpus records no settlements (sidecar.settlements)"
+    out: dict[str, Any] = {}
+    for p in profiles:
+        results = {r["qid"]: r["profiles"][p]["ids"] for r in rows if p in r["profiles"]}
+        top = {q: ids[:QUALITY_K] for q, ids in results.items()}
+        shown = [d for ids in top.values() for d in ids]
+        entry: dict[str, Any] = {
+            "grade0_rate_at_10": _finite(metrics.grade0_rate_at_k(judgments, top, QUALITY_K))
+        }
+        if "adversarial" not in why:
+            entry["adversarial_top1_rate"] = _finite(
+                metrics.adversarial_top1_rate(results, adversarial)
+            )
+        if "resistance" not in why:
+            entry["adversarial_resistance_rate"] = _finite(
+                metrics.adversarial_resistance_rate(results, pairs)
+            )
+        if "provider" not in why:
+            known = {d: provider_of.get(d) or d for d in shown}
+            conc = metrics.provider_concentration(top, known, QUALITY_K)
+            entry["provider_top_share"] = _finite(conc.top_share)
+            entry["provider_hhi"] = _finite(conc.hhi)
+        if "warm_share" not in why:
+            counted = [d for d in shown if d in settled]
+            entry["warm_share"] = (
+                sum(1 for d in counted if (settled[d] or 0) > 0) / len(counted) if counted else None
+            )
+        out[p] = entry
+    lift = None
+    reranked = [p for p in profiles if p.endswith("_rerank")]
+    if reranked and reranked[0].removesuffix("_rerank") in profiles:
+        base = reranked[0].removesuffix("_rerank")
+        a = {r["qid"]: r["profiles"][base]["measures"].get("nDCG@10") for r in rows if base in r["profiles"]}
+        b = {r["qid"]: r["profiles"][reranked[0]]["measures"].get("nDCG@10") for r in rows if reranked[0] in r["profiles"]}
+        both = [q for q in a if a[q] is not None and b.get(q) is not None]
+        if both:
+            lift = {
+                "profile": reranked[0],
+                "over": base,
+                "nDCG@10": sum(b[q] - a[q] for q in both) / len(both),
+                "n": len(both),
+            }
+    if lift is None:
+        why["reranker_lift"] = "no reranked profile answered beside its base profile"
+    embeddings = facts.get("embeddings") if isinstance(facts.get("embeddings"), Mapping) else None
+    if embeddings is None:
+        why["embeddings"] = "the target reports no embedding counts"
+    return {
+        "k": QUALITY_K,
+        "profiles": out,
+        "reranker_lift": lift,
+        "embeddings": dict(embeddings) if embeddings else None,
+        "not_measured": why,
+    }
+
+
+def quality_lines(q: Mapping[str, Any] | None) -> list[str]:
+    if not q or not q.get("profiles"):
+        return []
+    cols = [
+        ("grade0_rate_at_10", "grade-0@10"),
+        ("adversarial_top1_rate", "adv. top-1"),
+        ("adversarial_resistance_rate", "adv. resisted"),
+        ("provider_top_share", "top provider share"),
+        ("warm_share", "warm share"),
+    ]
+    used = [(k, h) for k, h in cols if any(k in e for e in q["profiles"].values())]
+    body = [[p, *[_fmt(e.get(k)) for k, _ in used]] for p, e in q["profiles"].items()]
+    lines = ["", f"result quality (top {q['k']}):"]
+    lines += _table(["profile", *[h for _, h in used]], body)
+    lift = q.get("reranker_lift")
+    if lift:
+        lines.append(
+            f"reranker lift: {lift['profile']} - {lift['over']} nDCG@10 {lift['nDCG@10']:+.4f} "
+            f"(n={lift['n']})"
+        )
+    emb = q.get("embeddings")
+    if emb:
+        lines.append("embeddings: " + ", ".join(f"{k} {v}" for k, v in sorted(emb.items())))
+    for key, reason in sorted((q.get("not_measured") or {}).items()):
+        lines.append(f"not measured: {key}: {reason}")
+    return lines
 
 
 def _conventions(cfg: SearchEvalConfig) -> dict[str, Any]:
@@ -643,6 +774,7 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
                 f"  {c['a']} - {c['b']} {c['measure']}: {c['mean_diff']:+.4f} "
                 f"(n={c['n']}) p={c['p']:.4f} p_holm={c['p_holm']:.4f}"
             )
+    lines += quality_lines(report.get("quality"))
     inv = invariant_lines(report.get("invariant_summary"))
     if inv:
         lines.append("")
@@ -721,6 +853,9 @@ def markdown(report: Mapping[str, Any]) -> str:
         extra = [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
         if extra:
             out += [""] + [f"- {line}" for line in extra]
+    quality_ = quality_lines(report.get("quality"))
+    if quality_:
+        out += ["", "Result quality:", "", "```", *quality_[2:], "```"]
     ledger_lines = _ledger_lines(report)
     if ledger_lines:
         out += [""] + [f"- {line}" for line in ledger_lines]

@@ -76,7 +76,7 @@ def entry(report: Mapping[str, Any], *, git: Mapping[str, Any] | None = None) ->
         "created": report.get("created"),
         "tool_version": (report.get("tool") or {}).get("version"),
         "git": dict(git) if git else None,
-        "run": {key: run.get(key) for key in CONVENTIONS},
+        "run": {key: run.get(key) for key in CONVENTIONS} | dict(run.get("conventions") or {}),
         "queries": run.get("queries_run"),
         "collection": {
             "name": (report.get("collection") or {}).get("name"),

@@ -388,7 +388,9 @@ class _EngineCatalog:
 
     @contextmanager
     def isolated(self) -> Iterator[MutableTarget]:
-        clone = self.engine.clone()
+        # The reference engine's scratch() is a rolled-back view of its own schema: the same
+        # answers as a copied schema without copying the index tables. Other engines: clone().
+        clone = getattr(self.engine, "scratch", self.engine.clone)()
         try:
             yield EngineTarget(clone, owns=True)
         finally:

@@ -72,15 +72,21 @@ def default_target(state: EvalState) -> Iterator[SearchTarget]:
     if kind == "run":
         from pytest_searcheval.targets.run import RunTarget
 
+        from pytest_searcheval.collection.model import CollectionError
+
         if not cfg.run:
-            raise pytest.UsageError("--search-eval-target=run needs --search-eval-run=FILE")
-        yield RunTarget(cfg.run, state.collection)
+            pytest.exit("--search-eval-target=run needs --search-eval-run=FILE", returncode=4)
+        try:
+            runs = RunTarget(cfg.run, state.collection)
+        except CollectionError as exc:
+            pytest.exit(f"run files: {exc}", returncode=4)
+        yield runs
         return
     if kind == "http":
         from pytest_searcheval.targets import HttpTarget
 
         if not cfg.url:
-            raise pytest.UsageError("--search-eval-target=http needs --search-eval-url=URL")
+            pytest.exit("--search-eval-target=http needs --search-eval-url=URL", returncode=4)
         target = HttpTarget(cfg.url, timeout=cfg.timeout)
         try:
             yield target

@@ -70,6 +70,7 @@ class FakeEngine:
         limit: int = 10,
         filters: Mapping[str, Any] | None = None,
         extract: bool = True,
+        explain: bool = False,
     ) -> dict[str, Any]:
         import time
 
@@ -99,7 +100,12 @@ class FakeEngine:
                 "query": q,
                 "profile": profile,
                 "results": [
-                    {"id": d, "score": float(len(self.ranked) - i), "resource": wire(d)}
+                    {
+                        "id": d,
+                        "score": float(len(self.ranked) - i),
+                        "resource": wire(d),
+                        **({"explanation": {"lexical": {"rank": i + 1}}} if explain else {}),
+                    }
                     for i, d in enumerate(self.ranked[:limit])
                 ],
                 "filters": {"applied": dict(filters or {}), "extracted": {}},
@@ -726,3 +732,16 @@ def test_the_openapi_document_describes_what_the_handlers_check(client: TestClie
 def test_a_wrong_method_answers_405_with_allow(client: TestClient) -> None:
     r = client.post("/healthz")
     assert r.status_code == 405 and "GET" in r.headers["allow"]
+
+
+def test_discovery_search_explains_on_request(client: TestClient, engine: FakeEngine) -> None:
+    engine.ranked = ["a", "b"]
+    plain = client.get("/discovery/search", params={"query": "x"}).json()
+    assert all("explanation" not in item for item in plain["resources"])
+    body = client.get("/discovery/search", params={"query": "x", "explain": "true"}).json()
+    assert [item["explanation"] for item in body["resources"]] == [
+        {"lexical": {"rank": 1}},
+        {"lexical": {"rank": 2}},
+    ]
+    r = client.get("/discovery/search", params={"query": "x", "explain": "maybe"})
+    assert r.status_code == 400 and r.json()["field"] == "explain"

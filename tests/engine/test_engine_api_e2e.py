@@ -395,3 +395,25 @@ def test_sdk_list_pages_the_whole_catalog(sdk: Any, collection: Collection) -> N
     want = sorted(i for i, d in collection.documents.items() if (d.x402 or {}).get("type") == "mcp")
     assert [by_resource[i.resource] for i in mcp.items] == want
     assert mcp.pagination.total == len(want) > 0
+
+
+def test_explanations_reproduce_the_scores(service: RunningService) -> None:
+    params = {"query": "weather forecast", "limit": "15", "explain": "true"}
+    body = httpx.get(service.url + "/discovery/search", params=params, timeout=30).json()
+    checked = 0
+    for item in body["resources"]:
+        why = item["explanation"]
+        assert set(why) >= {"lexical", "semantic", "rrf", "title_boost", "prior"}
+        if why["duplicates"]:
+            continue  # a group's representative carries the group's best score
+        parts = sum(why["rrf"].values()) + why["title_boost"] + why["prior"]
+        assert item["score"] == pytest.approx(parts * why["stuffing_penalty"], abs=1e-5)
+        checked += 1
+    assert checked >= 10
+    lexical = httpx.get(
+        service.url + "/discovery/search", params={**params, "profile": "lexical"}, timeout=30
+    ).json()
+    for rank, item in enumerate(lexical["resources"], start=1):
+        assert item["explanation"] == {
+            "lexical": {"rank": rank, "score": pytest.approx(item["score"], abs=1e-6)}
+        }

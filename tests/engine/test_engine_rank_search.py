@@ -304,6 +304,62 @@ def test_upsert_delete_and_clone_isolation(engine: Engine) -> None:
         clone.close()
 
 
+def _answers(e: Engine, texts: Sequence[str]) -> list[list[tuple[str, float]]]:
+    return [
+        [(r["id"], r["score"]) for r in e.search(t, profile=p, limit=20)["results"]]
+        for t in texts
+        for p in ("lexical", "semantic", "hybrid")
+    ]
+
+
+def test_scratch_answers_as_a_clone_and_leaves_the_engine_as_it_was(engine: Engine) -> None:
+    import psycopg
+
+    texts = ["daily weather forecast", "zebra stripes", "currency exchange", "translate text"]
+    before = _answers(engine, texts)
+    seen: dict[str, list[list[tuple[str, float]]]] = {}
+    for make in (engine.clone, engine.scratch):
+        copy = make()
+        try:
+            copy.upsert({"id": "zebra", "title": "Zebra Stripes API", "text": "Count zebra."})
+            assert copy.delete("weather-0") is True
+            if make == engine.scratch:
+                assert copy.schema_name == engine.schema_name
+                # Not committed: neither the engine nor another connection sees the writes.
+                assert _answers(engine, texts) == before
+                with psycopg.connect(engine.dsn) as other:
+                    row = other.execute(
+                        f'SELECT count(*) FROM "{engine.schema_name}".documents'
+                        " WHERE id = 'zebra' OR deleted_at IS NOT NULL"
+                    ).fetchone()
+                assert row == (0,)
+            first = _answers(copy, texts)
+            copy.reindex()
+            seen[make.__name__] = [*first, *_answers(copy, texts)]
+        finally:
+            copy.close()
+    assert seen["scratch"] == seen["clone"]
+    assert "zebra" in {i for ranking in seen["scratch"] for i, _ in ranking}
+    assert _answers(engine, texts) == before
+    assert engine.describe()["documents"] == len(engine.catalog.docs)
+
+
+def test_a_closed_scratch_refuses_work(engine: Engine) -> None:
+    from pytest_searcheval.engine.isolation import IsolationError
+
+    copy = engine.scratch()
+    copy.close()
+    with pytest.raises(IsolationError, match="closed"):
+        copy.delete("weather-1")
+    live = engine.scratch()
+    try:
+        for make in (live.clone, live.scratch):
+            with pytest.raises(IsolationError, match="scratch copy"):
+                make()
+    finally:
+        live.close()
+
+
 def test_rerank_unavailable_without_a_model(engine: Engine) -> None:
     reason = engine.profiles()["hybrid_rerank"]
     assert reason is not None and "SEARCHEVAL_RERANKER" in reason

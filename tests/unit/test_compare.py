@@ -120,6 +120,11 @@ def test_differences_of_conventions_and_data_are_named() -> None:
         "collection.hashes.judgments: A sha256:2, B sha256:3",
     ]
     assert differences(a, _report(B_VALUES)) == []
+    # reports that record run.conventions are compared on those (the measure list aside)
+    conv = {"split": "test", "limit": 20, "gain": "exp", "relevance_level": 1, "measures": ["x"]}
+    c_a = _report(A_VALUES, conventions=conv | {"trec_compat": False})
+    c_b = _report(B_VALUES, conventions=conv | {"trec_compat": True, "measures": ["y"]})
+    assert differences(c_a, c_b) == ["run.trec_compat: A False, B True"]
     assert "the runs differ in" in "\n".join(lines(compare(a, b)))
 
 

@@ -435,3 +435,36 @@ def test_missing_conformance_set_is_one_skipped_case(
     assert [c.id for c in conf] == ["filter-conformance-set"]
     o = conf[0].outcome(memory)
     assert o.status == "skipped" and "no conformance set at /nonexistent/conformance" in o.message
+
+
+def test_a_remembered_answer_is_not_searched_again_for_the_same_request(
+    memory: MemoryTarget,
+) -> None:
+    from pytest_searcheval.invariants.base import _Searcher, remember
+
+    sent: list[tuple[str, str, int, bool]] = []
+
+    class Counting:
+        def search(self, text: str, *, profile: str, limit: int, filters: Any, extract: bool):
+            sent.append((text, profile, limit, extract))
+            return memory.search(
+                text, profile=profile, limit=limit, filters=filters, extract=extract
+            )
+
+    target = Counting()
+    given = memory.search("weather", profile="hybrid", limit=20)
+    remember(target, given, profile="hybrid", text="weather", limit=20)
+    assert _Searcher(target, "hybrid", cache=True)("weather", limit=20) is given
+    assert sent == []
+    # Another profile, limit, filter or extraction setting is another request.
+    _Searcher(target, "lexical", cache=True)("weather", limit=20)
+    _Searcher(target, "hybrid", cache=True)("weather", limit=10)
+    _Searcher(target, "hybrid", cache=True)("weather", limit=20, extract=False)
+    _Searcher(target, "hybrid", cache=True)("weather", limit=20, filters={"type": "http"})
+    assert [s[1:] for s in sent] == [
+        ("lexical", 20, True),
+        ("hybrid", 10, True),
+        ("hybrid", 20, False),
+        ("hybrid", 20, True),
+    ]
+    inv.clear_caches()

@@ -86,7 +86,11 @@ def test_queries_validate_against_the_shipped_corpus(part: str) -> None:
     problems.raise_if_any()
     assert len(documents) == 525
     classes = sorted(q.query_class for q in queries.values())
-    assert classes.count("no-result") == classes.count("vocabulary-mismatch") == 70
+    relabels = _yaml(base / "qrels/relabels.yaml") if (base / "qrels/relabels.yaml").is_file() else {}
+    moved = len(relabels or {})
+    # As written: 70 of each; a writer claim the judges overturned moves to the answerable class.
+    assert classes.count("no-result") == 70 - moved
+    assert classes.count("vocabulary-mismatch") == 70 + moved
     assert {q.split for q in queries.values()} == set(manifest["splits"])
     assert all(q.id.split("-")[0] in PARTS[part] for q in queries.values())
 
