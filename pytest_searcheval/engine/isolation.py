@@ -59,6 +59,8 @@ DEFAULT_HEARTBEAT_SECONDS = 600.0
 
 WAIT_ENV = "SEARCHEVAL_DB_WAIT"
 DEFAULT_WAIT_SECONDS = 1.0
+#: how long a request waits for a connection of a busy pool whose server answers
+BUSY_WAIT_SECONDS = 30.0
 
 
 def default_wait_seconds() -> float:
@@ -392,6 +394,8 @@ class IsolatedSchema:
         #: called on every pooled connection once its search_path is set (type adapters)
         self.on_connect = on_connect
         self.wait_seconds = default_wait_seconds() if wait_seconds is None else wait_seconds
+        self._probe_lock = threading.Lock()
+        self._probe_ok_at = float("-inf")
         if not self.wait_seconds > 0:
             raise ValueError(f"wait_seconds must be positive, got {self.wait_seconds!r}")
         self._beat_stop = threading.Event()
@@ -581,12 +585,40 @@ class IsolatedSchema:
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection with ``search_path`` set to this schema (transaction per block).
 
-        Waits at most ``wait_seconds`` for one (``psycopg_pool.PoolTimeout`` after that): when
-        the server is gone, a request fails in about that time instead of queueing behind the
-        pool's reconnection attempts, and succeeds again as soon as the pool reconnects.
+        Fails fast only when the server is gone: after ``wait_seconds`` without a connection the
+        server is probed (one new connection, at most once a second across threads); if it does
+        not answer, ``psycopg_pool.PoolTimeout`` is raised (a 503), else the wait goes on up to
+        ``BUSY_WAIT_SECONDS``, since a busy pool is not an outage. The pool reconnects by itself
+        when the server returns.
         """
-        with self.pool.connection(timeout=self.wait_seconds) as conn:
-            yield conn
+        from psycopg_pool import PoolTimeout
+
+        pool = self.pool
+        try:
+            conn = pool.getconn(timeout=self.wait_seconds)
+        except PoolTimeout:
+            if not self._server_answers():
+                raise
+            conn = pool.getconn(timeout=BUSY_WAIT_SECONDS)
+        try:
+            with conn:
+                yield conn
+        finally:
+            pool.putconn(conn)
+
+    def _server_answers(self) -> bool:
+        import psycopg
+
+        with self._probe_lock:
+            if time.monotonic() - self._probe_ok_at < 1.0:
+                return True
+            try:
+                with psycopg.connect(self.dsn, connect_timeout=2, autocommit=True) as conn:
+                    conn.execute("SELECT 1")
+            except psycopg.Error:
+                return False
+            self._probe_ok_at = time.monotonic()
+            return True
 
     # -- proof of ownership ------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ class SearchEvalItem(pytest.Function):
         if info is None:
             cache[cls] = item._fixtureinfo
         item.key, item.payload, item.file, item.line = key, payload, file, line
+        _parametrized_id(item)
         mark = _KIND_MARKS.get(cls.kind)
         if mark is None:
             mark = _KIND_MARKS[cls.kind] = getattr(pytest.mark, f"searcheval_{cls.kind}")
@@ -110,6 +111,18 @@ class SearchEvalItem(pytest.Function):
         if not failed and self.key in ledger(self.state.baseline, self.ledger_kind):
             return "fixed"
         return None
+
+
+def _parametrized_id(item: pytest.Item) -> None:
+    """Give a generated test the node id a parametrized test has (``name[params]`` split into
+    its name and its parameters), so that pytest's --lf/--ff cache, which stores node ids as
+    text, finds it again. pytest versions without structured node ids need nothing."""
+    try:
+        from _pytest.nodes import coerce_node_id
+    except ImportError:  # pragma: no cover - pytest < 9.1
+        return
+    if hasattr(item, "_id"):
+        item._id = coerce_node_id(item.nodeid)
 
 
 def known_failure_marker(state: EvalState, kind: str, key: str) -> pytest.MarkDecorator | None:

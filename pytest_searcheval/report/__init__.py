@@ -207,6 +207,7 @@ def build(
         classes[p] = per_class
 
     comparisons = _comparisons(columns, available, cfg)
+    vs_baseline = _against_baseline(columns, baseline, cfg)
 
     queries: dict[str, Any] = {}
     base_queries = ((baseline or {}).get("profiles") or {}).get(cfg.gated) or {}
@@ -305,6 +306,7 @@ def build(
         "unavailable": unavailable,
         "classes": classes,
         "comparisons": comparisons,
+        "vs_baseline": vs_baseline,
         "queries": queries,
         "invariants": {k: dict(v) for k, v in sorted((invariants or {}).items())},
         "latency_tests": {k: dict(v) for k, v in sorted((latency_tests or {}).items())},
@@ -543,6 +545,43 @@ def _ledger_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _against_baseline(
+    columns: Mapping[tuple[str, str], Mapping[str, float]],
+    baseline: Mapping[str, Any] | None,
+    cfg: SearchEvalConfig,
+) -> list[dict[str, Any]]:
+    """Paired randomization tests of the gated profile now against its per-query values in
+    the baseline, on the gated measures, over the queries both scored (Holm-corrected)."""
+    from pytest_searcheval.stats import holm, paired_randomization_test
+
+    base = (((baseline or {}).get("profiles") or {}).get(cfg.gated) or {}).get("queries") or {}
+    out: list[dict[str, Any]] = []
+    for m in GATED_MEASURES:
+        now = columns.get((cfg.gated, m), {})
+        common = sorted(q for q in now if isinstance((base.get(q) or {}).get(m), int | float))
+        if len(common) < 2:
+            continue
+        xs = [now[q] for q in common]
+        ys = [float(base[q][m]) for q in common]
+        out.append(
+            {
+                "profile": cfg.gated,
+                "measure": m,
+                "n": len(common),
+                "mean_now": sum(xs) / len(xs),
+                "mean_baseline": sum(ys) / len(ys),
+                "mean_diff": (sum(xs) - sum(ys)) / len(xs),
+                "wins": sum(1 for x, y in zip(xs, ys, strict=True) if x > y + 1e-12),
+                "losses": sum(1 for x, y in zip(xs, ys, strict=True) if x < y - 1e-12),
+                "p": paired_randomization_test(xs, ys, permutations=cfg.permutations, seed=SEED),
+            }
+        )
+    adjusted = holm({str(i): e["p"] for i, e in enumerate(out)})
+    for i, e in enumerate(out):
+        e["p_holm"] = adjusted[str(i)]
+    return out
+
+
 def _comparisons(
     columns: Mapping[tuple[str, str], Mapping[str, float]],
     available: Sequence[str],
@@ -773,6 +812,15 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
             lines.append(
                 f"  {c['a']} - {c['b']} {c['measure']}: {c['mean_diff']:+.4f} "
                 f"(n={c['n']}) p={c['p']:.4f} p_holm={c['p_holm']:.4f}"
+            )
+    against = report.get("vs_baseline") or []
+    if against:
+        lines.append("")
+        lines.append("this run vs the baseline, per query (paired randomization, Holm-corrected):")
+        for c in against:
+            lines.append(
+                f"  {c['profile']} {c['measure']}: {c['mean_diff']:+.4f} (n={c['n']}, "
+                f"{c['wins']} up, {c['losses']} down) p={c['p']:.4f} p_holm={c['p_holm']:.4f}"
             )
     lines += quality_lines(report.get("quality"))
     inv = invariant_lines(report.get("invariant_summary"))

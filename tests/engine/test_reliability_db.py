@@ -17,11 +17,11 @@ import pytest
 from embedding_doubles import HashEmbedder
 
 from pytest_searcheval.collection import load
-from pytest_searcheval.x402.synth import write_synthetic
 from pytest_searcheval.engine import db
 from pytest_searcheval.engine.core import Engine
 from pytest_searcheval.engine.service import RunningService, serve_in_thread
 from pytest_searcheval.engine.settings import EngineSettings
+from pytest_searcheval.x402.synth import write_synthetic
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +89,31 @@ def test_an_outage_answers_503_within_about_a_second_and_recovery_is_automatic(
         time.sleep(0.2)
     assert r.json()["resources"], "the catalog survived the restart"
     assert httpx.get(service.url + "/healthz", timeout=5).json()["status"] == "ok"
+
+
+def test_a_busy_pool_is_not_an_outage(isolated_schema: Any) -> None:
+    """Every connection held: a borrower waits past wait_seconds (the server answers the
+    probe) and gets the connection as soon as it is returned, instead of a 503."""
+    import threading
+
+    iso = isolated_schema(pool_min=1, pool_max=1, wait_seconds=0.2)
+    held = threading.Event()
+
+    def hold() -> None:
+        with iso.connection() as conn:
+            conn.execute("SELECT 1")
+            held.set()
+            time.sleep(1.0)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(10)
+    t0 = time.perf_counter()
+    with iso.connection() as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    waited = time.perf_counter() - t0
+    holder.join()
+    assert 0.5 < waited < 10, waited
 
 
 def test_the_wait_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:

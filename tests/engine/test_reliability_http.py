@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 
 from pytest_searcheval.collection import load
 from pytest_searcheval.collection.native import RecordError, checked_document
-from pytest_searcheval.x402.synth import write_synthetic
 from pytest_searcheval.engine import bazaar
 from pytest_searcheval.engine.app import SEARCH_PARAMS, create_app
 from pytest_searcheval.engine.core import Engine
 from pytest_searcheval.engine.settings import EngineSettings
+from pytest_searcheval.x402.synth import write_synthetic
 
 TOKEN = "fuzz-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

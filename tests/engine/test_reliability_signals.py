@@ -25,8 +25,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pytest_searcheval.x402.synth import write_synthetic
 from pytest_searcheval.engine import lifecycle
+from pytest_searcheval.x402.synth import write_synthetic
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -425,3 +425,17 @@ def test_invariant_settings_from_ini_and_command_line(pytester: pytest.Pytester)
     )
     bad = pytester.runpytest("--search-eval", "--search-eval-invariant-churn-k=many")
     bad.stderr.fnmatch_lines(["*--search-eval-invariant-churn-k: expected an integer, got 'many'*"])
+
+
+def test_last_failed_reruns_only_the_failed_query(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester)
+    monkeypatch.setenv("SEARCHEVAL_FAKE", "worse")
+    pytester.runpytest_subprocess("--search-eval").assert_outcomes(passed=3, failed=1)
+    again = pytester.runpytest_subprocess("--search-eval", "--lf")
+    again.assert_outcomes(failed=1)
+    again.stdout.fnmatch_lines(["run-last-failure: rerun previous 1 failure*"])
+    # A rerun of one test is partial: it writes beside the full report.
+    assert (pytester.path / "searcheval-report" / "report.json").is_file()
+    assert (pytester.path / "searcheval-report" / "report-partial.json").is_file()

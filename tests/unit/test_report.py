@@ -133,3 +133,18 @@ def test_paired_randomization_tests_share_signs_and_match_the_single_test() -> N
     ]
     with pytest.raises(ValueError, match="one shape"):
         paired_randomization_tests([[1.0]], [[1.0, 2.0]])
+
+
+def test_the_run_is_tested_against_the_baselines_per_query_values() -> None:
+    from pytest_searcheval.report import _against_baseline
+    from pytest_searcheval.settings import SearchEvalConfig
+
+    cfg = SearchEvalConfig(enabled=True, profiles=("hybrid",), gated_profile="hybrid",
+                           permutations=2000)  # fmt: skip
+    now = {f"q{i}": 0.9 for i in range(12)}
+    base = {"profiles": {"hybrid": {"queries": {f"q{i}": {"nDCG@10": 0.5} for i in range(12)}}}}
+    (row,) = _against_baseline({("hybrid", "nDCG@10"): now}, base, cfg)
+    assert row["n"] == 12 and row["wins"] == 12 and row["losses"] == 0
+    assert abs(row["mean_diff"] - 0.4) < 1e-12 and row["p"] < 0.01
+    same = _against_baseline({("hybrid", "nDCG@10"): {f"q{i}": 0.5 for i in range(12)}}, base, cfg)
+    assert same[0]["p"] == 1.0 and same[0]["mean_diff"] == 0.0
