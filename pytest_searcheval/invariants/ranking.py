@@ -20,6 +20,7 @@ from pytest_searcheval.invariants.base import (
     _qline,
     _rank,
     _Searcher,
+    _shared,
     _show_ids,
     _title,
     _unanswerable,
@@ -190,14 +191,21 @@ def _tighten(
 ) -> dict[str, Any] | None:
     """One step of a filter chain: ``filters`` with ``key`` added or tightened, the value taken
     from the current answer so the chain keeps something to compare (``None``: no step)."""
-    from pytest_searcheval.x402.oracle import NETWORKS, SCHEMES, option_price_usd
+    from pytest_searcheval.x402.oracle import NETWORKS, OPTION_KEYS, SCHEMES, option_price_usd
 
-    options = [
-        o
-        for d in ids
-        if d in coll.documents
-        for o in _matching_options(coll.documents[d], filters, coll.assets)
-    ]
+    option_filters = {k: v for k, v in filters.items() if k in OPTION_KEYS}
+    # The same listing meets the same option filters in many chains: judged once per collection.
+    memo: dict[tuple[str, str], list[Mapping[str, Any]]] = _shared(coll, "matching-options", dict)
+    shape = json.dumps(option_filters, sort_keys=True, default=str)
+    options = []
+    for d in ids:
+        doc = coll.documents.get(d)
+        if doc is None:
+            continue
+        found = memo.get((d, shape))
+        if found is None:
+            found = memo[(d, shape)] = _matching_options(doc, option_filters, coll.assets)
+        options.extend(found)
     new = dict(filters)
     if key in ("network", "scheme", "asset"):
         if key in filters:
