@@ -925,7 +925,12 @@ def to_json(report: Mapping[str, Any]) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``;
+    a special file (``/dev/null``, a FIFO) is written into, never replaced by a regular file."""
+    if path.exists() and not path.is_file():
+        with path.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

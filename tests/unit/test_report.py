@@ -148,3 +148,18 @@ def test_the_run_is_tested_against_the_baselines_per_query_values() -> None:
     assert abs(row["mean_diff"] - 0.4) < 1e-12 and row["p"] < 0.01
     same = _against_baseline({("hybrid", "nDCG@10"): {f"q{i}": 0.5 for i in range(12)}}, base, cfg)
     assert same[0]["p"] == 1.0 and same[0]["mean_diff"] == 0.0
+
+
+def test_write_atomic_writes_into_a_special_file_instead_of_replacing_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    from pytest_searcheval.report import write_atomic
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        write_atomic(fifo, "x")
+        assert not fifo.is_file() and os.read(reader, 10) == b"x"
+    finally:
+        os.close(reader)
