@@ -78,8 +78,8 @@ def make_collection(root: Path, n_queries: int, n_docs: int = 200) -> None:
 
 def in_process(root: Path, repeats: int) -> float:
     sys.path.insert(0, str(root))
-    from pytest_searcheval.settings import SearchEvalConfig
     from pytest_searcheval.plugin.items import EvalState, evaluate_query
+    from pytest_searcheval.settings import SearchEvalConfig
     from pytest_searcheval.targets import CallableTarget, Hit, SearchResponse
 
     response = SearchResponse(hits=tuple(Hit(f"d{i}", float(20 - i)) for i in range(20)))

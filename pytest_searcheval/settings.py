@@ -97,51 +97,67 @@ def _split_names(value: Any) -> str | None:
 class SearchEvalConfig:
     """Every setting of one evaluation run, resolved once in ``pytest_configure``."""
 
-    enabled: bool = setting(False, "turn the evaluation on (ini: for IDEs that run plain "
-                            "pytest; same as --search-eval)")
+    enabled: bool = setting(
+        False, "turn the evaluation on (ini: for IDEs that run plain pytest; same as --search-eval)"
+    )
     collection: Path | None = setting(
-        None, "collection directory: native, BEIR, or TREC files given by qrels/topics "
-        "(default: the rootdir when it has collection.yaml)"
+        None,
+        "collection directory: native, BEIR, or TREC files given by qrels/topics "
+        "(default: the rootdir when it has collection.yaml)",
     )
     qrels: Path | None = setting(None, "TREC qrels file (qid 0 docid grade) as the judgments")
-    topics: Path | None = setting(None, "TREC topics file (SGML or qid<TAB>text) for --search-eval-qrels")
+    topics: Path | None = setting(
+        None, "TREC topics file (SGML or qid<TAB>text) for --search-eval-qrels"
+    )
     corpus: Path | None = setting(None, "TREC/JSONL corpus for --search-eval-qrels (optional)")
     split: str = setting("test", "query split to evaluate: a split name or all")
     target: str = setting(
-        "auto", "what is measured: auto (url, run files, or the reference engine), http, "
+        "auto",
+        "what is measured: auto (url, run files, or the reference engine), http, "
         "bazaar (an x402 Bazaar facilitator at url, through the x402 SDK; auto picks it for a "
         "bazaar+https:// url), engine, run",
         check=_one_of("auto", "http", "bazaar", "engine", "run"),
     )
-    url: str | None = setting(None, "evaluate this HTTP service (base URL or template with {query})")
+    url: str | None = setting(
+        None, "evaluate this HTTP service (base URL or template with {query})"
+    )
     run: tuple[str, ...] = setting(
-        (), "TREC run file(s) as targets, comma-separated or repeated: each is a profile "
-        "named after its file", factory=tuple
+        (),
+        "TREC run file(s) as targets, comma-separated or repeated: each is a profile "
+        "named after its file",
+        factory=tuple,
     )
     profiles: tuple[str, ...] | None = setting(
-        None, "comma-separated profiles to measure (default: what the target offers)",
+        None,
+        "comma-separated profiles to measure (default: what the target offers)",
         check=_split_names,
     )
     gated_profile: str | None = setting(
-        None, "profile whose queries fail tests and gate (default: hybrid for the reference "
-        "engine, else the first profile)"
+        None,
+        "profile whose queries fail tests and gate (default: hybrid for the reference "
+        "engine, else the first profile)",
     )
     gate_over: str | None = setting(
-        None, "the gated profile must score at least this profile on the gated measures, now "
-        "and in the baseline (default: lexical for the reference engine, else none)"
+        None,
+        "the gated profile must score at least this profile on the gated measures, now "
+        "and in the baseline (default: lexical for the reference engine, else none)",
     )
     relevance_level: int | None = setting(
-        None, "minimum grade that counts as relevant (default: the collection's "
-        "relevance_level, else 1 with trec-compat or a binary scale, else 2)", check=_positive
+        None,
+        "minimum grade that counts as relevant (default: the collection's "
+        "relevance_level, else 1 with trec-compat or a binary scale, else 2)",
+        check=_positive,
     )
     gain: str | None = setting(
-        None, "nDCG gain: exp (2^g-1) or linear (default: exp; linear with trec-compat)",
+        None,
+        "nDCG gain: exp (2^g-1) or linear (default: exp; linear with trec-compat)",
         check=_one_of("exp", "linear"),
     )
     trec_compat: bool = setting(
-        False, "trec_eval's conventions for the whole run: linear gain, relevance level 1 "
+        False,
+        "trec_eval's conventions for the whole run: linear gain, relevance level 1 "
         "unless set, ties by score then docid descending, every judged query counts, "
-        "measures over the whole returned list"
+        "measures over the whole returned list",
     )
     measures: tuple[str, ...] = setting(
         ("nDCG@5", "nDCG@10", "P@5", "R@20", "RR", "AP", "bpref", "Judged@10"),
@@ -149,9 +165,7 @@ class SearchEvalConfig:
         check=_measures,
     )
     tolerance: float = setting(0.02, "allowed aggregate drop vs baseline", check=_non_negative)
-    query_tolerance: float = setting(
-        0.2, "allowed per-query drop vs baseline", check=_non_negative
-    )
+    query_tolerance: float = setting(0.2, "allowed per-query drop vs baseline", check=_non_negative)
     query_measure: str = setting(
         "nDCG@10", "measure of the per-query check", check=lambda v: _measures((v,))
     )
@@ -160,14 +174,16 @@ class SearchEvalConfig:
     baseline: Path = setting(Path("baselines/baseline.json"), "baseline file")
     report_dir: Path = setting(Path("searcheval-report"), "report directory")
     history: str = setting(
-        "", "append a line per full run to this file, plotted in the HTML report "
-        "(default: <report_dir>/history.jsonl; off keeps none)"
+        "",
+        "append a line per full run to this file, plotted in the HTML report "
+        "(default: <report_dir>/history.jsonl; off keeps none)",
     )
     dsn: str | None = setting(None, "PostgreSQL DSN for the reference engine (default: embedded)")
     baseline_tag: str | None = setting(None, "git tag written into an updated baseline")
     strict_baseline: bool = setting(
-        False, "a baseline that cannot be verified against its git tag, or a latency budget "
-        "that was not measured, fails the gate"
+        False,
+        "a baseline that cannot be verified against its git tag, or a latency budget "
+        "that was not measured, fails the gate",
     )
     update_baseline: bool = setting(
         False, "rewrite the baseline from this run (a deliberate, reviewed change)", ini=False
@@ -296,7 +312,10 @@ def add_options(parser: pytest.Parser) -> None:
         if d.cli:
             if d.name == "enabled":
                 group.addoption(
-                    "--search-eval", action="store_true", default=None, dest=d.dest,
+                    "--search-eval",
+                    action="store_true",
+                    default=None,
+                    dest=d.dest,
                     help="evaluate search quality: query tests, report, baseline gate",
                 )
             elif d.flag:
@@ -400,7 +419,9 @@ def build(config: pytest.Config) -> SearchEvalConfig:
     values["history"] = (
         None
         if history.lower() == "off"
-        else _absolute(root, Path(history)) if history else values["report_dir"] / "history.jsonl"
+        else _absolute(root, Path(history))
+        if history
+        else values["report_dir"] / "history.jsonl"
     )
     if "run" in values:
         values["run"] = tuple(str(_absolute(root, Path(r))) for r in values["run"])

@@ -16,12 +16,6 @@ import pytest
 
 # Imported here, before any in-process pytester run: pytester restores sys.modules after each
 # run, and re-importing yaml-based loaders per run breaks their registered constructors.
-import pytest_searcheval.collection
-import pytest_searcheval.metrics
-import pytest_searcheval.plugin.finish
-import pytest_searcheval.report.html
-import pytest_searcheval.stats  # noqa: F401
-import pytest_searcheval.x402.oracle
 from pytest_searcheval.x402.strkey import encode_account, encode_contract
 
 PUBNET = "stellar:pubnet"

@@ -249,7 +249,12 @@ def evaluate(
 #: The conventions a baseline's numbers were measured under; a run under others is not
 #: comparable with it (DESIGN section 7).
 CONVENTIONS: tuple[str, ...] = (
-    "split", "limit", "gain", "relevance_level", "measures", "trec_compat",
+    "split",
+    "limit",
+    "gain",
+    "relevance_level",
+    "measures",
+    "trec_compat",
 )
 
 
@@ -279,8 +284,11 @@ def _conventions(report: Mapping[str, Any], baseline: Mapping[str, Any]) -> Rule
             "failed",
             "; ".join(diffs) + " (re-baseline deliberately to change them)",
         )
-    return Rule("conventions match the baseline", "passed", "split, limit, gain, relevance "
-                "level, measures and trec mode as in the baseline")
+    return Rule(
+        "conventions match the baseline",
+        "passed",
+        "split, limit, gain, relevance level, measures and trec mode as in the baseline",
+    )
 
 
 def _latency_rule(report: Mapping[str, Any], cfg: SearchEvalConfig) -> Rule:
@@ -297,7 +305,9 @@ def _latency_rule(report: Mapping[str, Any], cfg: SearchEvalConfig) -> Rule:
             "pip install pytest-searcheval[latency])",
         )
         status = "failed" if cfg.strict_baseline else "skipped"
-        return Rule(name, status, f"not measured: {why}" + (" (strict)" if status == "failed" else ""))
+        return Rule(
+            name, status, f"not measured: {why}" + (" (strict)" if status == "failed" else "")
+        )
     over = []
     parts = []
     for profile, lat in sorted(tests.items()):

@@ -47,7 +47,6 @@ EXPECT_KEYS = ("known_item", "max_rank", "must_include", "no_result")
 JUDGMENT_HEADER = ("query_id", "doc_id", "grade")
 
 
-
 def _strkey() -> Any:
     """The x402 layer's strkey codec, imported only for a collection with x402 records."""
     from pytest_searcheval.x402 import strkey

@@ -175,12 +175,23 @@ def _known_item_cases(coll: Collection, s: InvariantSettings) -> list[InvariantC
         add(
             qid,
             f"{qid}: {doc_id} at rank <= {max_rank or s.known_item_max_rank}",
-            check_known_item, coll, coll.queries[qid], doc_id, s, max_rank,
+            check_known_item,
+            coll,
+            coll.queries[qid],
+            doc_id,
+            s,
+            max_rank,
             query_id=qid,
         )
     if known:
-        add("reindex", f"{len(known)} known items across a re-index",
-            check_known_items_reindex, coll, known, s)
+        add(
+            "reindex",
+            f"{len(known)} known items across a re-index",
+            check_known_items_reindex,
+            coll,
+            known,
+            s,
+        )
     return add.out
 
 
@@ -193,8 +204,16 @@ def _churn_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
             groups.setdefault(q.group, []).append(q)
     for group, members in sorted(groups.items()):
         if len(members) >= 2:
-            add(group, f"group {group}: {', '.join(m.id for m in members)}",
-                check_paraphrase_churn, coll, group, members, s, query_id=members[0].id)
+            add(
+                group,
+                f"group {group}: {', '.join(m.id for m in members)}",
+                check_paraphrase_churn,
+                coll,
+                group,
+                members,
+                s,
+                query_id=members[0].id,
+            )
     return add.out
 
 
@@ -205,8 +224,7 @@ def _monotonicity_cases(coll: Collection, s: InvariantSettings) -> list[Invarian
     add = _Adder("filter-monotonicity")
     for q in _queries(coll, s):
         if any(k in FILTER_KEYS for k in q.constraints):
-            add(q.id, f"{q.id}: filter chain", check_filter_monotonicity, coll, q, s,
-                query_id=q.id)
+            add(q.id, f"{q.id}: filter chain", check_filter_monotonicity, coll, q, s, query_id=q.id)
     return add.out
 
 
@@ -214,8 +232,15 @@ def _monotonicity_cases(coll: Collection, s: InvariantSettings) -> list[Invarian
 def _threshold_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
     add = _Adder("threshold-compliance")
     for q in _queries(coll, s):
-        add(q.id, f"{q.id}: results within filters and thresholds",
-            check_threshold_compliance, coll, q, s, query_id=q.id)
+        add(
+            q.id,
+            f"{q.id}: results within filters and thresholds",
+            check_threshold_compliance,
+            coll,
+            q,
+            s,
+            query_id=q.id,
+        )
     return add.out
 
 
@@ -227,8 +252,16 @@ def _duplicate_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCa
         if doc_id in seen or len(seen) >= s.duplicate_items:
             continue
         seen.add(doc_id)
-        add(doc_id, f"{doc_id} for {qid} against stuffed and near-duplicate copies",
-            check_duplicate_resistance, coll, coll.queries[qid], doc_id, s, query_id=qid)
+        add(
+            doc_id,
+            f"{doc_id} for {qid} against stuffed and near-duplicate copies",
+            check_duplicate_resistance,
+            coll,
+            coll.queries[qid],
+            doc_id,
+            s,
+            query_id=qid,
+        )
     return add.out
 
 
@@ -253,9 +286,17 @@ def _deletion_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCas
     for subject, victim in subjects[: s.deletion_items]:
         others = [q for q in answerable if q.id != subject.id]
         probes = [subject, *others[: s.deletion_probes - 1]]
-        add(subject.id,
+        add(
+            subject.id,
             f"{subject.id}: delete {victim or 'its rank-1 result'}; {len(probes)} probe queries",
-            check_deletion_isolation, coll, subject, victim, probes, s, query_id=subject.id)
+            check_deletion_isolation,
+            coll,
+            subject,
+            victim,
+            probes,
+            s,
+            query_id=subject.id,
+        )
     return add.out
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from pytest_searcheval.collection.model import Collection, Document, Query
 from pytest_searcheval.invariants.base import (
-    profile_of,
     NOT_MUTABLE,
     InvariantOutcome,
     InvariantSettings,
@@ -23,6 +22,7 @@ from pytest_searcheval.invariants.base import (
     _show_ids,
     _title,
     _Verdict,
+    profile_of,
 )
 from pytest_searcheval.targets import SearchTarget
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from pytest_searcheval.collection.model import Asset, Collection
 from pytest_searcheval.invariants.base import (
-    profile_of,
     EXTRACTION_FIELDS,
     InvariantOutcome,
     InvariantSettings,
@@ -16,6 +15,7 @@ from pytest_searcheval.invariants.base import (
     _Searcher,
     _shared,
     _Verdict,
+    profile_of,
 )
 from pytest_searcheval.targets import SearchTarget
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from pytest_searcheval.collection.model import Asset, Collection, Document, Query
 from pytest_searcheval.invariants.base import (
-    profile_of,
     NOT_MUTABLE,
     InvariantOutcome,
     InvariantSettings,
@@ -25,6 +24,7 @@ from pytest_searcheval.invariants.base import (
     _title,
     _unanswerable,
     _Verdict,
+    profile_of,
 )
 from pytest_searcheval.targets import SearchTarget
 
@@ -92,7 +92,8 @@ def check_known_items_reindex(
             topk_changed += 1
         if r0 is not None and r0 <= bound and (r1 is None or r1 > bound):
             v.fail(
-                f"{_qline(q, profile_of(settings))}: known item {doc_id!r} ({_title(coll, doc_id)}) "
+                f"{_qline(q, profile_of(settings))}: known item {doc_id!r} "
+                f"({_title(coll, doc_id)}) "
                 f"was at rank {r0} (<= {bound}) before the re-index, "
                 f"{'at rank ' + str(r1) if r1 else 'absent'} after; "
                 f"before: {_show_ids(before[q.id], 3)}; after: {_show_ids(after[q.id], 3)}",
@@ -406,9 +407,7 @@ def check_threshold_compliance(
     response = search(query.text, limit=settings.limit, filters=explicit or None)
     ids = response.ids
     applied = {
-        k: val
-        for k, val in response.applied_filters.items()
-        if k in keys and val is not None
+        k: val for k, val in response.applied_filters.items() if k in keys and val is not None
     }
     if len(ids) > settings.limit:
         v.fail(f"{len(ids)} results for limit {settings.limit}", code="over-limit")

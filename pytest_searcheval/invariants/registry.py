@@ -64,4 +64,3 @@ def cases_for(collection: Collection, settings: object = None, config: Any = Non
             continue
         out += family.make(collection, s)
     return out
-

@@ -60,6 +60,7 @@ __all__ = [
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
+
 @dataclass(frozen=True)
 class MeasureDef:
     """A measure of the registry: how it takes a cut-off and how it is computed.
@@ -74,7 +75,7 @@ class MeasureDef:
     compute: Callable[[_Calc, int | None], tuple[FloatArray, npt.NDArray[np.bool_]]]
 
 
-#: name -> definition; :func:`measure` adds to it (also from a conftest, for a measure of one's own).
+#: name -> definition; :func:`measure` adds to it (a conftest may add a measure of its own).
 REGISTRY: dict[str, MeasureDef] = {}
 
 

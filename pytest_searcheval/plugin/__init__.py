@@ -69,7 +69,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _wanted(config: pytest.Config) -> bool:
     return bool(
-        config.getoption("search_eval", None) or config.getoption("search_eval_update_baseline", None)
+        config.getoption("search_eval", None)
+        or config.getoption("search_eval_update_baseline", None)
     )
 
 

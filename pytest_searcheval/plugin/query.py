@@ -162,7 +162,11 @@ def fill_measures(state: EvalState, rows: Mapping[str, dict[str, Any]]) -> None:
             continue
         qrels = {qid: judgments.get(qid, {}) for qid in run}
         per_query = metrics.evaluate(
-            qrels, run, cfg.measures, relevance_level=level, gain=cfg.gain,
+            qrels,
+            run,
+            cfg.measures,
+            relevance_level=level,
+            gain=cfg.gain,
             trec_compat=cfg.trec_compat,
         )
         for qid, values in per_query.items():
@@ -240,7 +244,9 @@ def evaluate_query(state: EvalState, target: SearchTarget, query: Query) -> dict
         "evaluated": (
             query.id in state.collection.judgments
             if cfg.trec_compat
-            else relevant_count(state.collection.judgments.get(query.id, {}), cfg.relevance_level or 1)
+            else relevant_count(
+                state.collection.judgments.get(query.id, {}), cfg.relevance_level or 1
+            )
             > 0
         ),
         "unanswerable": is_unanswerable(query),

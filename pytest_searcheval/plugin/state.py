@@ -80,9 +80,9 @@ class EvalState:
         the run, so that a node id pasted back on the command line names a file pytest finds
         from the rootdir."""
         found = self._collection_file()
-        if self.rootpath is not None and self.rootpath not in found.resolve().parents:
-            if self.inipath is not None:
-                return self.inipath
+        outside = self.rootpath is not None and self.rootpath not in found.resolve().parents
+        if outside and self.inipath is not None:
+            return self.inipath
         return found
 
     def _collection_file(self) -> Path:

@@ -395,8 +395,16 @@ def quality(
     reranked = [p for p in profiles if p.endswith("_rerank")]
     if reranked and reranked[0].removesuffix("_rerank") in profiles:
         base = reranked[0].removesuffix("_rerank")
-        a = {r["qid"]: r["profiles"][base]["measures"].get("nDCG@10") for r in rows if base in r["profiles"]}
-        b = {r["qid"]: r["profiles"][reranked[0]]["measures"].get("nDCG@10") for r in rows if reranked[0] in r["profiles"]}
+        a = {
+            r["qid"]: r["profiles"][base]["measures"].get("nDCG@10")
+            for r in rows
+            if base in r["profiles"]
+        }
+        b = {
+            r["qid"]: r["profiles"][reranked[0]]["measures"].get("nDCG@10")
+            for r in rows
+            if reranked[0] in r["profiles"]
+        }
         both = [q for q in a if a[q] is not None and b.get(q) is not None]
         if both:
             lift = {

@@ -15,13 +15,13 @@ from typing import Any
 
 from pytest_searcheval.report import (
     CLASS_MEASURE,
-    shown_measures,
     _ci,
     _conformance_line,
     _extraction_line,
     _fmt,
     _ledger_lines,
     history,
+    shown_measures,
 )
 from pytest_searcheval.report.query_table import query_table
 from pytest_searcheval.settings import GATED_MEASURES

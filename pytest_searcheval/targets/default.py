@@ -70,9 +70,8 @@ def default_target(state: EvalState) -> Iterator[SearchTarget]:
             facilitator.close()
         return
     if kind == "run":
-        from pytest_searcheval.targets.run import RunTarget
-
         from pytest_searcheval.collection.model import CollectionError
+        from pytest_searcheval.targets.run import RunTarget
 
         if not cfg.run:
             pytest.exit("--search-eval-target=run needs --search-eval-run=FILE", returncode=4)

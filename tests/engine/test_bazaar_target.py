@@ -18,12 +18,12 @@ import pytest
 
 from pytest_searcheval.collection import load
 from pytest_searcheval.collection.model import Collection
-from pytest_searcheval.x402.synth import write_synthetic
 from pytest_searcheval.engine.core import Engine, EngineSettings
 from pytest_searcheval.engine.service import RunningService, serve_in_thread
 from pytest_searcheval.targets import FilterUnsupported, TargetUnavailable
 from pytest_searcheval.targets.bazaar import BazaarTarget, resource_ids
 from pytest_searcheval.x402 import oracle
+from pytest_searcheval.x402.synth import write_synthetic
 
 pytest_plugins = ["pytester"]
 

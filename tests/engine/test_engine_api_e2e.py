@@ -16,10 +16,10 @@ import pytest
 
 from pytest_searcheval.collection import load
 from pytest_searcheval.collection.model import Collection
-from pytest_searcheval.x402.synth import write_synthetic
 from pytest_searcheval.engine.core import Engine, EngineSettings
 from pytest_searcheval.engine.service import RunningService, serve_in_thread
 from pytest_searcheval.x402 import oracle as constraints
+from pytest_searcheval.x402.synth import write_synthetic
 from pytest_searcheval.x402.vocabulary import FILTER_KEYS
 
 N_DOCS = 80

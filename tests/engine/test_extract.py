@@ -248,8 +248,8 @@ def test_score_extraction_counts() -> None:
 
 
 def test_extraction_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_searcheval.x402.synth import write_synthetic
     from pytest_searcheval.engine.__main__ import main
+    from pytest_searcheval.x402.synth import write_synthetic
 
     root = write_synthetic(tmp_path / "c", n_docs=5, n_queries=4, judged_per_query=2, files=1)
     assert main(["extraction", "--collection", str(root), "--split", "dev", "--show"]) == 0

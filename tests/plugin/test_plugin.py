@@ -157,9 +157,7 @@ def test_selection_by_k_and_node_id(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
     # A partial run writes beside the full report, never over it.
     assert not (pytester.path / "searcheval-report" / "report.json").exists()
-    partial = json.loads(
-        (pytester.path / "searcheval-report" / "report-partial.json").read_text()
-    )
+    partial = json.loads((pytester.path / "searcheval-report" / "report-partial.json").read_text())
     assert partial["run"]["queries_run"] == 1 and partial["run"]["partial"]
 
 
@@ -176,7 +174,10 @@ def test_split_and_ini_precedence(pytester: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--search-eval-gain", "log"], "--search-eval-gain: expected one of exp, linear, got 'log'"),
+        (
+            ["--search-eval-gain", "log"],
+            "--search-eval-gain: expected one of exp, linear, got 'log'",
+        ),
         (["--search-eval-limit", "x"], "--search-eval-limit: expected an integer, got 'x'"),
         (
             ["--search-eval-gated-profile", "bm25"],

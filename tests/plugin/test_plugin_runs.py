@@ -120,7 +120,7 @@ def test_default_mode_says_which_queries_enter_the_aggregates(pytester: pytest.P
         [
             "relevance measures over 1 of 5 queries (a judged document of grade >= 2); left out: "
             "4 with no document of grade >= 2: 2, 3, 4, 5"
-        ]  # fmt: skip
+        ]
     )
 
 

@@ -91,7 +91,11 @@ def test_latency_tests_skip_under_xdist_with_a_reason(pytester: pytest.Pytester)
     result.assert_outcomes(passed=4, skipped=1)
     # Budgets that were not measured fail a strict gate instead of passing quietly.
     strict = pytester.runpytest_subprocess(
-        "--search-eval", "-n", "2", "--search-eval-latency-p95-ms", "1000",
+        "--search-eval",
+        "-n",
+        "2",
+        "--search-eval-latency-p95-ms",
+        "1000",
         "--search-eval-strict-baseline",
     )
     strict.stdout.fnmatch_lines(["*[[]failed[]] latency budgets: not measured:*(strict)"])

@@ -132,7 +132,11 @@ def test_plain_help_imports_nothing_heavy() -> None:
     # psycopg); this checks that ours imports nothing heavy.
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
         env=env,
     ).stdout
     assert "HEAVY []" in out, out[-400:]
@@ -184,9 +188,22 @@ def test_a_beir_collection_with_a_callable_target_never_loads_x402_or_the_engine
         "[pytest]\nsearch_eval_collection = .\nsearch_eval_profiles = default\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--search-eval", "-p", "no:cacheprovider", "-s",
-         "-p", "no:randomly"],
-        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--search-eval",
+            "-p",
+            "no:cacheprovider",
+            "-s",
+            "-p",
+            "no:randomly",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
     out = proc.stdout
     assert "LOADED []" in out, out[-2000:]

@@ -12,8 +12,8 @@ from pytest_searcheval.collection import CollectionError, load, schema
 from pytest_searcheval.collection import validator as collection_validator
 from pytest_searcheval.collection.native import DOCUMENT_KEYS, EXPECT_KEYS, QUERY_KEYS
 from pytest_searcheval.collection.schemas import SCHEMAS
-from pytest_searcheval.x402.synth import write_synthetic
 from pytest_searcheval.x402.oracle import FILTER_KEYS
+from pytest_searcheval.x402.synth import write_synthetic
 
 
 def validator(name: str) -> Draft202012Validator:

@@ -86,7 +86,9 @@ def test_queries_validate_against_the_shipped_corpus(part: str) -> None:
     problems.raise_if_any()
     assert len(documents) == 525
     classes = sorted(q.query_class for q in queries.values())
-    relabels = _yaml(base / "qrels/relabels.yaml") if (base / "qrels/relabels.yaml").is_file() else {}
+    relabels = (
+        _yaml(base / "qrels/relabels.yaml") if (base / "qrels/relabels.yaml").is_file() else {}
+    )
     moved = len(relabels or {})
     # As written: 70 of each; a writer claim the judges overturned moves to the answerable class.
     assert classes.count("no-result") == 70 - moved
