@@ -211,6 +211,9 @@ def serve(args: argparse.Namespace, stop: _Stop | None = None) -> int:
         if stop is not None:
             stop.server = None
     if stop is not None and stop.signum is not None:
+        from pytest_searcheval.engine.lifecycle import ignore_stop_signals
+
+        ignore_stop_signals()
         _say(f"stopped by {signal.Signals(stop.signum).name}: cleaned up")
         return 128 + stop.signum
     return 0
@@ -312,6 +315,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"error: {exc}")
             return 2
         except Stopped as exc:
+            from pytest_searcheval.engine.lifecycle import ignore_stop_signals
+
+            ignore_stop_signals()
             _say(f"{exc}: cleaned up")
             return exc.exit_status
         except KeyboardInterrupt:

@@ -102,8 +102,19 @@ def stop_on_signals(
     try:
         yield seen
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        # Once stopping, the handler stays: a late signal between the cleanup and the exit is
+        # reported and ignored instead of killing the process and losing its exit status.
+        if not seen:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+
+def ignore_stop_signals() -> None:
+    """Cleanup is done and the process is about to exit with its status: a signal arriving
+    now must not replace that status (128+N) by a death by signal."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 # --- owners of embedded servers --------------------------------------------------------------
