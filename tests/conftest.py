@@ -19,7 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy  # noqa: F401  (see below)
 import pytest
+
+# pytester's in-process runs restore sys.modules afterwards, dropping what they imported; numpy's
+# C extension cannot be loaded twice in one process, so the second in-process run that computes a
+# measure would fail with "cannot load module more than once". The core plugin imports numpy only
+# when it computes, so it is imported here, before any pytester snapshot is taken.
 
 if TYPE_CHECKING:
     from pytest_searcheval.engine.db import EmbeddedServer, ExternalServer
