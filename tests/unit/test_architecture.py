@@ -114,7 +114,7 @@ def test_targets_and_invariants_reach_x402_only_when_used() -> None:
     assert _violations("optional layers", allowed, level_only=True) == []
 
 
-def test_plain_help_imports_nothing_heavy() -> None:
+def test_plain_help_imports_nothing_heavy(tmp_path: Path) -> None:
     code = textwrap.dedent(
         """
         import subprocess, sys
@@ -129,8 +129,10 @@ def test_plain_help_imports_nothing_heavy() -> None:
     import os
 
     # Third-party plugins are off: what they import is theirs (pytest-postgresql imports
-    # psycopg); this checks that ours imports nothing heavy.
-    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    # psycopg); this checks that ours imports nothing heavy. It runs outside the repository:
+    # from its root, pytest would load tests/conftest.py, which imports numpy for the suite.
+    path = os.pathsep.join(p for p in (str(PKG.parent), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=path)
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -138,6 +140,7 @@ def test_plain_help_imports_nothing_heavy() -> None:
         check=False,
         timeout=120,
         env=env,
+        cwd=tmp_path,
     ).stdout
     assert "HEAVY []" in out, out[-400:]
 
