@@ -114,6 +114,42 @@ def test_targets_and_invariants_reach_x402_only_when_used() -> None:
     assert _violations("optional layers", allowed, level_only=True) == []
 
 
+TARGETS = "pytest_searcheval.targets"
+
+
+def test_the_target_protocol_imports_nothing_of_the_package() -> None:
+    def allowed(mod: str, imported: str) -> bool:
+        return mod != f"{TARGETS}.protocol"
+
+    assert _violations("the protocol is the base", allowed, level_only=False) == []
+
+
+def test_target_modules_import_each_other_directly_never_through_the_package() -> None:
+    # targets/__init__ imports every implementation to re-export it: an implementation that
+    # imported the package back would depend on the order of that file.
+    def allowed(mod: str, imported: str) -> bool:
+        if _layer(mod) != "targets" or mod == TARGETS:
+            return True
+        return imported != TARGETS
+
+    assert _violations("targets import modules, not the hub", allowed, level_only=False) == []
+
+
+def test_the_package_re_exports_every_public_target_name() -> None:
+    import pytest_searcheval.targets as targets
+    from pytest_searcheval.targets import callable, engine, http, protocol
+
+    for module in (protocol, http, callable, engine):
+        public = {
+            name
+            for name, value in vars(module).items()
+            if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__
+        }
+        assert public <= set(targets.__all__), (module.__name__, public - set(targets.__all__))
+    for name in targets.__all__:
+        assert getattr(targets, name).__module__.startswith(f"{TARGETS}."), name
+
+
 def test_plain_help_imports_nothing_heavy(tmp_path: Path) -> None:
     code = textwrap.dedent(
         """
