@@ -71,7 +71,17 @@ def _violations(rule: str, allowed: callable, level_only: bool) -> list[str]:  #
     return bad
 
 
-CORE = ("metrics", "stats", "collection", "reasons", "domain", "settings", "baseline", "report")
+CORE = (
+    "metrics",
+    "stats",
+    "collection",
+    "reasons",
+    "domain",
+    "settings",
+    "baseline",
+    "report",
+    "files",
+)
 
 
 def test_the_core_does_not_import_the_engine_the_plugin_or_x402_at_module_level() -> None:
