@@ -279,7 +279,12 @@ def declared(cls: type = SearchEvalConfig, prefix: str = "") -> list[Declared]:
     for f in dataclasses.fields(cls):
         if "help" not in f.metadata:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name}: a setting needs a default")
         out.append(
             Declared(
                 prefix + f.name,

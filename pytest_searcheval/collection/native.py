@@ -316,7 +316,7 @@ def _validate_x402(wire: Mapping[str, Any], name: str, line: int, problems: Prob
             ok = False
         pay_to = opt.get("payTo")
         try:
-            _strkey().decode(pay_to)  # type: ignore[arg-type]
+            _strkey().decode(pay_to)
         except _strkey().StrkeyError as exc:
             problems.add(name, line, f"{f}.payTo", f"expected a Stellar G, M or C address: {exc}")
             ok = False

@@ -118,8 +118,8 @@ def _parametrized_id(item: pytest.Item) -> None:
     its name and its parameters), so that pytest's --lf/--ff cache, which stores node ids as
     text, finds it again. pytest versions without structured node ids need nothing."""
     try:
-        from _pytest.nodes import coerce_node_id
-    except ImportError:  # pragma: no cover - pytest < 9.1
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # pragma: no cover - pytest < 9.2 (_pytest.nodeid is new in 9.2)
         return
     if hasattr(item, "_id"):
         item._id = coerce_node_id(item.nodeid)

@@ -120,6 +120,12 @@ def build(
     """Everything the gate and the renderings need, in a stable order (rows sorted by id)."""
     from pytest_searcheval import metrics
 
+    level = cfg.relevance_level
+    if level is None:
+        raise ValueError(
+            "report.build needs the run's relevance level resolved "
+            "(pytest_searcheval.plugin.state.resolve_relevance)"
+        )
     ordered = [rows[q] for q in sorted(rows)]
     facts = dict(facts or {})
     unavailable: dict[str, str] = {}
@@ -244,11 +250,9 @@ def build(
             "ledger": row.get("ledger"),
         }
 
-    manifest_ = metrics.manifest(
-        measures=cfg.measures, relevance_level=cfg.relevance_level, gain=cfg.gain
-    )
+    manifest_ = metrics.manifest(measures=cfg.measures, relevance_level=level, gain=cfg.gain)
     manifest_["evaluated_queries"] = EVALUATED_RULE.replace(
-        "the relevance level", f"the relevance level ({cfg.relevance_level})"
+        "the relevance level", f"the relevance level ({level})"
     )
     coll_manifest = dict(getattr(collection, "manifest", {}) or {})
     model = facts.get("model") if isinstance(facts.get("model"), Mapping) else None
@@ -263,7 +267,7 @@ def build(
             "gate_over": cfg.gate_over,
             "trec_compat": cfg.trec_compat,
             "conventions": _conventions(cfg),
-            "relevance_level": cfg.relevance_level,
+            "relevance_level": level,
             "gain": cfg.gain,
             "limit": cfg.limit,
             "measures": list(cfg.measures),
@@ -312,7 +316,7 @@ def build(
         "quality": quality(ordered, available, collection, cfg, facts),
         "known_failures": _known_failures(queries, invariants or {}, baseline),
         "limitations": _limitations(
-            collection, coll_manifest, unavailable, ordered, expected, cfg.relevance_level
+            collection, coll_manifest, unavailable, ordered, expected, level
         ),
         "gate": None,
     }
