@@ -242,6 +242,7 @@ def _run_rows(results: Sequence[Mapping[str, Any]]) -> dict[str, float] | list[s
 
 def run(args: argparse.Namespace) -> int:
     from pytest_searcheval.collection import write_trec_run
+    from pytest_searcheval.files import atomic_writer
 
     if not 1 <= args.limit <= 1000:
         _say(f"error: --limit: expected 1..1000, got {args.limit}")
@@ -275,16 +276,10 @@ def run(args: argparse.Namespace) -> int:
         searched = time.perf_counter() - t1
     if args.out == "-":
         lines = write_trec_run(run_, sys.stdout, tag=tag)
-    elif Path(args.out).exists() and not Path(args.out).is_file():
-        # /dev/null, a FIFO: written into, never replaced by a regular file
-        with open(args.out, "w", encoding="utf-8") as fh:
-            lines = write_trec_run(run_, fh, tag=tag)
     else:
-        out = Path(args.out)
-        tmp = out.with_name(out.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
+        # /dev/null or a FIFO is written into; a regular file is replaced once complete
+        with atomic_writer(Path(args.out)) as fh:
             lines = write_trec_run(run_, fh, tag=tag)
-        os.replace(tmp, out)
     _say(
         f"{len(queries)} queries ({args.split}), {empty} with no result, {lines} lines"
         f" -> {args.out}; indexing {indexed:.1f} s, searching {searched:.2f} s"

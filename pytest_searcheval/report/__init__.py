@@ -13,10 +13,8 @@ import json
 import math
 import os
 import platform
-import tempfile
 from collections.abc import Mapping, Sequence
 from itertools import combinations
-from pathlib import Path
 from typing import Any
 
 from pytest_searcheval import __version__
@@ -930,25 +928,3 @@ def to_json(report: Mapping[str, Any]) -> str:
     """Compact JSON (``jq .`` pretty-prints it): with ``indent`` the stdlib falls back to its
     pure-Python encoder, which costs seconds on a few thousand queries."""
     return json.dumps(report, allow_nan=False, default=str, separators=(",", ":")) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and ``os.replace``;
-    a special file (``/dev/null``, a FIFO) is written into, never replaced by a regular file."""
-    if path.exists() and not path.is_file():
-        with path.open("w", encoding="utf-8") as handle:
-            handle.write(text)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        # mkstemp creates 0600; a report is an ordinary file (0666 minus the umask).
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
