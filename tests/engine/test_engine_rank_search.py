@@ -430,6 +430,26 @@ def test_hnsw_path_and_recall(pg_server: Any, cache_dir: Path) -> None:
         body = eng.search("horoscope for scorpio", profile="hybrid")
         assert body["no_result"] is True and body["results"] == []
         assert body["confidence"]["value"] < body["confidence"]["threshold"]
+        why = body["why_empty"]
+        assert why["reason"] == "below-threshold" and why["rule"].endswith(
+            f"< {body['confidence']['threshold']:g}"
+        )
+        assert why["evidence"]["cos"] == body["confidence"]["cos"]
+        assert why["evidence"]["candidates"] > 0
+        # the cut is monotone under filters: each filter keeps an empty answer empty
+        for filters in ({"type": "mcp"}, {"network": TEST}, {"type": "http"}):
+            narrowed = eng.search("horoscope for scorpio", profile="hybrid", filters=filters)
+            assert narrowed["no_result"] is True and narrowed["results"] == []
+        answered = eng.search("daily weather forecast", profile="hybrid")
+        assert answered["results"] and answered["why_empty"] is None
+        # a filter nothing satisfies: the answer is empty and says so
+        gone = eng.search(
+            "daily weather forecast",
+            profile="hybrid",
+            filters={"max_price_usd": "0"},
+            apply_threshold=False,
+        )
+        assert gone["results"] == [] and gone["why_empty"]["reason"] == "filtered-out"
 
 
 def test_warm_run_never_imports_torch(engine: Engine, cache_dir: Path) -> None:
