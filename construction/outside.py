@@ -1,4 +1,5 @@
-"""Build the outside collections (outside/dev, outside/final, outside/final2) from the writers' files.
+"""Build the outside collections (outside/dev, outside/final, outside/final2) from the writers'
+files.
 
 The writers' files (outside/writers/w1.yaml .. w6.yaml, kept as delivered) list queries written
 blind to qrels/ and to the taxonomy: each with kind, text, near_capability, target and note
@@ -66,7 +67,9 @@ def read_writer(path: Path) -> list[dict[str, Any]]:
         elif not isinstance(entry.get("filters", {}), dict) or set(
             entry.get("filters") or {}
         ) - FILTER_KEYS:
-            problems.append(f"{path}: entry {i} [filters]: expected a mapping of {sorted(FILTER_KEYS)}")
+            problems.append(
+                f"{path}: entry {i} [filters]: expected a mapping of {sorted(FILTER_KEYS)}"
+            )
         elif entry.get("filters") and entry["kind"] != "constrained":
             problems.append(f"{path}: entry {i} [filters]: only kind constrained states filters")
         elif entry["kind"] not in CLASSES:
