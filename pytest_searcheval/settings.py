@@ -21,7 +21,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -203,7 +203,10 @@ class SearchEvalConfig:
 
     @property
     def history_path(self) -> Path | None:
-        return self.history  # type: ignore[return-value]
+        """The history file: :func:`build` resolves the setting's text to a path, or to
+        ``None`` for ``off``; a config made without :func:`build` keeps no history."""
+        history: object = self.history
+        return history if isinstance(history, Path) else None
 
     @property
     def timeout_s(self) -> float:
@@ -330,8 +333,8 @@ def add_options(parser: pytest.Parser) -> None:
             else:
                 group.addoption(d.option, action="store", default=None, dest=d.dest, help=text)
         if d.ini:
-            ini_type = "bool" if d.flag else "string"
-            parser.addini(d.dest, text, type=ini_type, default=None)  # type: ignore[arg-type]
+            ini_type: Literal["bool", "string"] = "bool" if d.flag else "string"
+            parser.addini(d.dest, text, type=ini_type, default=None)
 
 
 # ------------------------------------------------------------------------------ resolution

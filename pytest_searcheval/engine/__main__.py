@@ -33,7 +33,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -226,8 +226,9 @@ def _server_class() -> type:
         """uvicorn's server without its own signal handling: uvicorn re-raises a captured SIGTERM
         after shutdown, which would end the process before our cleanup; main() handles them."""
 
-        def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
-            return contextlib.nullcontext()
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
 
     return Server
 
