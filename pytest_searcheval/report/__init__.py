@@ -18,6 +18,7 @@ from itertools import combinations
 from typing import Any
 
 from pytest_searcheval import __version__
+from pytest_searcheval.report import tradeoff
 from pytest_searcheval.settings import GATED_MEASURES, SearchEvalConfig
 
 SCHEMA_VERSION = 1
@@ -243,6 +244,7 @@ def build(
                     "extracted_filters": d["extracted"],
                     "expectations_unmet": [e["text"] for e in d["expectations"]],
                     "latency_ms": d.get("latency_ms"),
+                    "confidence": d.get("confidence"),
                 }
                 for p, d in row["profiles"].items()
             },
@@ -314,6 +316,7 @@ def build(
         "latency_tests": {k: dict(v) for k, v in sorted((latency_tests or {}).items())},
         "invariant_summary": _invariant_summary(invariants or {}),
         "quality": quality(ordered, available, collection, cfg, facts),
+        "no_result_tradeoff": tradeoff.curves(queries, available),
         "known_failures": _known_failures(queries, invariants or {}, baseline),
         "limitations": _limitations(
             collection, coll_manifest, unavailable, ordered, expected, level
@@ -833,6 +836,10 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
                 f"{c['wins']} up, {c['losses']} down) p={c['p']:.4f} p_holm={c['p_holm']:.4f}"
             )
     lines += quality_lines(report.get("quality"))
+    trade = tradeoff.lines(report.get("no_result_tradeoff"))
+    if trade:
+        lines.append("")
+        lines += trade
     inv = invariant_lines(report.get("invariant_summary"))
     if inv:
         lines.append("")
@@ -914,6 +921,9 @@ def markdown(report: Mapping[str, Any]) -> str:
     quality_ = quality_lines(report.get("quality"))
     if quality_:
         out += ["", "Result quality:", "", "```", *quality_[2:], "```"]
+    trade = tradeoff.lines(report.get("no_result_tradeoff"))
+    if trade:
+        out += ["", *[f"- {line}" for line in trade]]
     ledger_lines = _ledger_lines(report)
     if ledger_lines:
         out += [""] + [f"- {line}" for line in ledger_lines]
