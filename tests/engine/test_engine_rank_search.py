@@ -764,5 +764,5 @@ def test_rules_written_from_one_collection_cut_another_without_a_dev_split(
         assert dict(eng.settings.no_result or {}) == rules
         assert eng.search("horoscope for scorpio", profile="hybrid")["no_result"] is True
     monkeypatch.setenv(RULES_ENV, str(tmp_path / "missing.json"))
-    with pytest.raises(ValueError, match="SEARCHEVAL_NO_RESULT_RULES=.*missing.json"):
+    with pytest.raises(ValueError, match=r"SEARCHEVAL_NO_RESULT_RULES=.*missing\.json"):
         Engine.start(held_out, dsn=pg_server.dsn, settings=settings)
