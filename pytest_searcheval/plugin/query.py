@@ -118,8 +118,8 @@ def _confidence(value: Any) -> dict[str, float | None] | None:
     out: dict[str, float | None] = {}
     for key in ("value", "threshold"):
         v = value.get(key)
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        out[key] = float(v) if ok else None
+        finite = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        out[key] = float(v) if finite and v is not None else None
     return out if out["value"] is not None else None
 
 

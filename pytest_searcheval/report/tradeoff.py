@@ -26,11 +26,13 @@ from typing import Any
 def _value(entry: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
     if not isinstance(entry, Mapping):
         return None, None
-    out = []
+    out: list[float | None] = []
     for key in ("value", "threshold"):
         v = entry.get(key)
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        out.append(float(v) if ok else None)
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+            out.append(float(v))
+        else:
+            out.append(None)
     return out[0], out[1]
 
 
@@ -78,7 +80,7 @@ def curves(
     return out
 
 
-def _point(t: float, unanswerable: Sequence[float], answerable: Sequence[float]) -> dict:
+def _point(t: float, unanswerable: Sequence[float], answerable: Sequence[float]) -> dict[str, Any]:
     caught = sum(v < t for v in unanswerable)
     silenced = sum(v < t for v in answerable)
     return {
