@@ -27,13 +27,36 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "-n", "2", *session.posargs)
 
 
+#: The tests that need nothing beyond the core install: the plugin end to end, and the measures,
+#: statistics, collections, gate, reports and invariants it is made of.
+CORE_TESTS = [
+    "tests/plugin/test_plugin.py",
+    "tests/plugin/test_plugin_ledger.py",
+    "tests/plugin/test_plugin_phases.py",
+    "tests/plugin/test_plugin_runs.py",
+    "tests/plugin/test_report_cli.py",
+    "tests/unit/test_metrics.py",
+    "tests/unit/test_collection.py",
+    "tests/unit/test_records.py",
+    "tests/unit/test_input_limits.py",
+    "tests/unit/test_gate.py",
+    "tests/unit/test_report.py",
+    "tests/unit/test_report_history.py",
+    "tests/unit/test_report_query_table.py",
+    "tests/unit/test_files.py",
+    "tests/unit/test_invariants.py",
+    "tests/unit/test_compare.py",
+    "tests/unit/test_pooling.py",
+]
+
+
 @nox.session
 def floor(session: nox.Session) -> None:
-    """The plugin's tests on the floor versions of pytest and the core dependencies (what
+    """The core tests on the floor versions of pytest and the core dependencies (what
     pyproject.toml promises), with the core install alone."""
     session.install("pytest==8.4.0", "numpy==1.26.4", "pyyaml==6.0", "httpx==0.27.0")
     session.install("--no-deps", ".")
-    session.run("pytest", "-p", "no:cacheprovider", "tests/plugin/test_plugin.py", *session.posargs)
+    session.run("pytest", "-p", "no:cacheprovider", "-m", "not slow", *CORE_TESTS, *session.posargs)
 
 
 @nox.session

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_searcheval.baseline.gate import verify_baseline
-from pytest_searcheval.report import SCHEMA_VERSION, markdown, terminal_lines, write_atomic
+from pytest_searcheval.files import write_atomic
+from pytest_searcheval.report import SCHEMA_VERSION, markdown, terminal_lines
 
 
 def _load_json(path: Path, what: str) -> dict[str, Any]:

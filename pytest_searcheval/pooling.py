@@ -245,7 +245,7 @@ def rubric_for(collection: Collection, path: Path | None) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    from pytest_searcheval.report import write_atomic
+    from pytest_searcheval.files import write_atomic
 
     write_atomic(path, text)
 

@@ -21,7 +21,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -203,7 +203,10 @@ class SearchEvalConfig:
 
     @property
     def history_path(self) -> Path | None:
-        return self.history  # type: ignore[return-value]
+        """The history file: :func:`build` resolves the setting's text to a path, or to
+        ``None`` for ``off``; a config made without :func:`build` keeps no history."""
+        history: object = self.history
+        return history if isinstance(history, Path) else None
 
     @property
     def timeout_s(self) -> float:
@@ -279,7 +282,12 @@ def declared(cls: type = SearchEvalConfig, prefix: str = "") -> list[Declared]:
     for f in dataclasses.fields(cls):
         if "help" not in f.metadata:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name}: a setting needs a default")
         out.append(
             Declared(
                 prefix + f.name,
@@ -325,8 +333,8 @@ def add_options(parser: pytest.Parser) -> None:
             else:
                 group.addoption(d.option, action="store", default=None, dest=d.dest, help=text)
         if d.ini:
-            ini_type = "bool" if d.flag else "string"
-            parser.addini(d.dest, text, type=ini_type, default=None)  # type: ignore[arg-type]
+            ini_type: Literal["bool", "string"] = "bool" if d.flag else "string"
+            parser.addini(d.dest, text, type=ini_type, default=None)
 
 
 # ------------------------------------------------------------------------------ resolution

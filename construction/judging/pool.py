@@ -6,7 +6,9 @@ Systems (top ``--depth`` of each, default 10):
   char-tfidf     TF-IDF over character 3-5 grams (word-bounded): a deliberately different view
                  that catches misspellings and morphology the word systems miss.
   engine-*       the reference engine's lexical, semantic and hybrid profiles (unfiltered, no
-                 constraint extraction, no no-result threshold), when the engine is importable.
+                 constraint extraction, no no-result threshold), when the engine is importable;
+                 for a query with labelled constraints also ``engine-*-filtered`` (the same
+                 profiles under those constraints).
   capability     every listing whose sidecar capability is one the query was written for
                  (construction/judging/intents.yaml, labelled from the taxonomy and the query
                  text alone).
@@ -119,7 +121,10 @@ def char_rank(texts: list[str], queries: list[str], depth: int) -> list[list[int
 
 
 def engine_ranks(
-    root: Path, queries: dict[str, str], depth: int
+    root: Path,
+    queries: dict[str, str],
+    depth: int,
+    constraints: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, list[str]]]:
     try:
         from pytest_searcheval.collection import load
@@ -144,6 +149,19 @@ def engine_ranks(
                     apply_threshold=False,
                 )
                 out[f"engine-{profile}"][qid] = [r["id"] for r in body["results"]]
+                # a query that states hard requirements also pools what satisfies them, so
+                # that the listings the oracle will accept are judged even when the
+                # unfiltered lists rank them below the depth
+                if (constraints or {}).get(qid):
+                    body = engine.search(
+                        text,
+                        profile=profile,
+                        limit=depth,
+                        filters=constraints[qid],
+                        extract=False,
+                        apply_threshold=False,
+                    )
+                    out[f"engine-{profile}-filtered"][qid] = [r["id"] for r in body["results"]]
     return out
 
 
@@ -208,7 +226,9 @@ def main() -> None:
     ids = list(docs)
     texts = [doc_text(docs[i]) for i in ids]
     qpath: Path = args.queries or root / "qrels/queries.yaml"
-    queries = {q["id"]: q["text"] for q in yaml.safe_load(qpath.read_text(encoding="utf-8"))}
+    entries = yaml.safe_load(qpath.read_text(encoding="utf-8"))
+    queries = {q["id"]: q["text"] for q in entries}
+    constraints = {q["id"]: q["constraints"] for q in entries if q.get("constraints")}
     targets, near = writer_hints(args.writers, queries, docs)
     qids = list(queries)
     qtexts = [queries[q] for q in qids]
@@ -221,7 +241,7 @@ def main() -> None:
         ranks = fn(texts, qtexts, args.depth)
         systems[name] = {qid: [ids[i] for i in r] for qid, r in zip(qids, ranks, strict=True)}
     if not args.no_engine:
-        systems.update(engine_ranks(root, queries, args.depth))
+        systems.update(engine_ranks(root, queries, args.depth, constraints))
     intents_path = root / "construction/judging/intents.yaml"
     intents = {}
     if not args.no_intents and intents_path.exists():

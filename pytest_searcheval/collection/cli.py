@@ -29,6 +29,7 @@ from pytest_searcheval.collection.native import (
 from pytest_searcheval.collection.trec import (
     write_trec_qrels,
 )
+from pytest_searcheval.files import atomic_writer
 
 
 def _agree(args: argparse.Namespace) -> int:
@@ -53,14 +54,16 @@ def _agree(args: argparse.Namespace) -> int:
     for p in result.pending[:20]:
         print(f"  pending {p.query_id} {p.doc_id}: A={p.grade_a} B={p.grade_b}")
     if adj_path is not None and result.pending:
-        _atomic_write(adj_path, lambda fh: write_adjudication(result.pending, fh, adjudication))
+        with atomic_writer(adj_path) as fh:
+            write_adjudication(result.pending, fh, adjudication)
         print(f"wrote {adj_path}: fill the grade column of {len(result.pending)} rows and rerun")
     if result.pending:
         if args.out:
             print(f"not writing {args.out}: {len(result.pending)} pairs await adjudication")
         return 3
     if args.out:
-        _atomic_write(Path(args.out), lambda fh: write_judgments_tsv(result.merged, fh))
+        with atomic_writer(Path(args.out)) as fh:
+            write_judgments_tsv(result.merged, fh)
         print(f"wrote {args.out}")
     return 0
 
@@ -95,20 +98,6 @@ def _run(func: Any, args: argparse.Namespace) -> int:
         return 2
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    import os
-
-    if path.exists() and not path.is_file():
-        # /dev/null, a FIFO: written into, never replaced by a regular file
-        with path.open("w", encoding="utf-8", newline="\n") as fh:
-            write(fh)
-        return
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="\n") as fh:
-        write(fh)
-    os.replace(tmp, path)
-
-
 def _check(args: argparse.Namespace) -> int:
     from pytest_searcheval.x402.conformance import load_conformance
     from pytest_searcheval.x402.overrides import apply_constraint_overrides
@@ -137,7 +126,8 @@ def _check(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     c = load(args.path)
     qrels = c.qrels(args.split)
-    _atomic_write(Path(args.out), lambda fh: write_trec_qrels(qrels, fh))
+    with atomic_writer(Path(args.out)) as fh:
+        write_trec_qrels(qrels, fh)
     print(f"wrote {args.out}: {sum(len(v) for v in qrels.values())} judgments")
     return 0
 
@@ -150,9 +140,8 @@ def _overrides(args: argparse.Namespace) -> int:
     print(json.dumps([asdict(o) for o in overrides], indent=1))
     if args.write and overrides:
         assert c.root is not None
-        _atomic_write(
-            Path(c.root) / "qrels" / "judgments.tsv", lambda fh: write_judgments_tsv(new, fh)
-        )
+        with atomic_writer(Path(c.root) / "qrels" / "judgments.tsv") as fh:
+            write_judgments_tsv(new, fh)
         print(f"rewrote qrels/judgments.tsv: {len(overrides)} grades forced to 0", file=sys.stderr)
     return 0
 

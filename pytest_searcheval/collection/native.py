@@ -223,9 +223,9 @@ def validate_document(
             ok = False
         else:
             ok = _validate_x402(wire, name, line, problems) and ok
-    if not ok:
+    if not ok or not isinstance(text, str):  # ok implies a str; the test narrows the type
         return None
-    return Document(doc_id, title, text, fields, wire, sidecar)  # type: ignore[arg-type]
+    return Document(doc_id, title, text, fields, wire, sidecar)
 
 
 class RecordError(ValueError):
@@ -316,7 +316,7 @@ def _validate_x402(wire: Mapping[str, Any], name: str, line: int, problems: Prob
             ok = False
         pay_to = opt.get("payTo")
         try:
-            _strkey().decode(pay_to)  # type: ignore[arg-type]
+            _strkey().decode(pay_to)
         except _strkey().StrkeyError as exc:
             problems.add(name, line, f"{f}.payTo", f"expected a Stellar G, M or C address: {exc}")
             ok = False
@@ -476,12 +476,13 @@ def check_queries(
             ok = False
             expect = {}
         ok = _check_expect(expect, name, at("expect"), problems, documents) and ok
-        if ok:
+        # ok implies three strings (checked above); the tests narrow the types
+        if ok and isinstance(text, str) and isinstance(qclass, str) and isinstance(split, str):
             queries[qid] = Query(
                 id=qid,
-                text=text,  # type: ignore[arg-type]
-                query_class=qclass,  # type: ignore[arg-type]
-                split=split,  # type: ignore[arg-type]
+                text=text,
+                query_class=qclass,
+                split=split,
                 source=source if isinstance(source, str) else None,
                 group=None if group is None else str(group),
                 constraints=_oracle().normalize_filters(constraints),

@@ -45,7 +45,9 @@ def validator(name: str) -> Any:
         ) from exc
 
     def offline(uri: str) -> Any:
-        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs class
+        # referencing's attrs classes take their private fields by alias (ref=, retrieve=), as
+        # its documentation shows; mypy's attrs plugin does not see the aliases.
+        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
     registry: Any = Registry(retrieve=offline).with_resources(  # type: ignore[call-arg]
         (schema(n)["$id"], Resource.from_contents(schema(n))) for n in SCHEMAS

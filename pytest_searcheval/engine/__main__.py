@@ -33,7 +33,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
         "--no-extract", action="store_true", help="do not extract filters from the query text"
     )
     run.add_argument("--tag", default=None, help="run tag (default: the profile name)")
+    rules = sub.add_parser(
+        "rules",
+        help="fit the no-result rules on the collection's dev split and write them as JSON "
+        "(for $SEARCHEVAL_NO_RESULT_RULES)",
+    )
+    common(rules)
+    rules.add_argument("--out", required=True, help="rules file to write ('-' for stdout)")
     ext = sub.add_parser(
         "extraction",
         help="score query constraint extraction against the labelled constraints (no database)",
@@ -116,6 +123,28 @@ def extraction(args: argparse.Namespace) -> int:
     if args.show:
         for line in lines:
             print(line)
+    return 0
+
+
+def write_rules(args: argparse.Namespace) -> int:
+    from pytest_searcheval.engine import calibrate
+
+    collection = _load(args.collection)
+    with _start(args, collection) as engine:
+        status = engine.calibration.get("status", "")
+        if not status.startswith("calibrated"):
+            _say(f"error: no rules to write: {engine.calibration.get('reason', status)}")
+            return 2
+        rules = dict(engine.settings.no_result or {})
+    text = calibrate.rules_json(rules)
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        from pytest_searcheval.files import atomic_writer
+
+        with atomic_writer(Path(args.out)) as out:
+            out.write(text)
+    _say(f"{len(rules)} rules -> {args.out} ({status})")
     return 0
 
 
@@ -226,8 +255,9 @@ def _server_class() -> type:
         """uvicorn's server without its own signal handling: uvicorn re-raises a captured SIGTERM
         after shutdown, which would end the process before our cleanup; main() handles them."""
 
-        def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
-            return contextlib.nullcontext()
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
 
     return Server
 
@@ -242,6 +272,7 @@ def _run_rows(results: Sequence[Mapping[str, Any]]) -> dict[str, float] | list[s
 
 def run(args: argparse.Namespace) -> int:
     from pytest_searcheval.collection import write_trec_run
+    from pytest_searcheval.files import atomic_writer
 
     if not 1 <= args.limit <= 1000:
         _say(f"error: --limit: expected 1..1000, got {args.limit}")
@@ -275,16 +306,10 @@ def run(args: argparse.Namespace) -> int:
         searched = time.perf_counter() - t1
     if args.out == "-":
         lines = write_trec_run(run_, sys.stdout, tag=tag)
-    elif Path(args.out).exists() and not Path(args.out).is_file():
-        # /dev/null, a FIFO: written into, never replaced by a regular file
-        with open(args.out, "w", encoding="utf-8") as fh:
-            lines = write_trec_run(run_, fh, tag=tag)
     else:
-        out = Path(args.out)
-        tmp = out.with_name(out.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
+        # /dev/null or a FIFO is written into; a regular file is replaced once complete
+        with atomic_writer(Path(args.out)) as fh:
             lines = write_trec_run(run_, fh, tag=tag)
-        os.replace(tmp, out)
     _say(
         f"{len(queries)} queries ({args.split}), {empty} with no result, {lines} lines"
         f" -> {args.out}; indexing {indexed:.1f} s, searching {searched:.2f} s"
@@ -307,6 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return serve(args, stop)
             if args.command == "extraction":
                 return extraction(args)
+            if args.command == "rules":
+                return write_rules(args)
             return run(args)
         except CollectionError as exc:
             _say(f"error: {exc}")

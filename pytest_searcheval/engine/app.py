@@ -262,6 +262,7 @@ def create_app(
             )
         return documents[usable]
 
+    # FastAPI's documented way to serve a custom OpenAPI document; mypy forbids assigning a method.
     app.openapi = openapi_document  # type: ignore[method-assign]
 
     def error(status: int, field: str | None, message: str, **extra: Any) -> JSONResponse:

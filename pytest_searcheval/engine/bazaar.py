@@ -188,6 +188,7 @@ SEARCH_EXTRA_FIELDS: tuple[str, ...] = (
     "profile",
     "filters",
     "no_result",
+    "why_empty",
     "confidence",
     "model",
     "latency_ms",

@@ -2,8 +2,14 @@
 
 RRF (Cormack, Clarke & Buettcher, SIGIR 2009), weighted::
 
-    rrf(d) = sum_s  w_s / (k + rank_s(d))            rank starts at 1; absent lists add 0
+    rrf(d) = sum_s  w_s * c_s(d) / (k + rank_s(d))   rank starts at 1; absent lists add 0
     defaults: k = 20, w_lexical = 0.5, w_semantic = 1.0
+    c_lexical(d) = coverage(d) ** p, the share of the query's idf listing d matches (p = 1);
+    c_semantic(d) = 1
+
+A listing that the lexical list ranks high on one weak query word (an answerable need worded
+far from its listing's vocabulary) then earns a matching share of the lexical vote, and the
+dense list decides.
 
 Prior from the catalog's own operating signal (sidecar ``liveness`` and ``settlements``; never
 ``category``/``capability``, which would leak the ground truth)::
@@ -48,10 +54,37 @@ class FusionParams:
     #: HNSW path only: the title match scores the first title_depth listings of each list
     #: (exact scan: every title, through the title index).
     title_depth: int = 200
+    #: lexical gate: the lexical list's weight is scaled by a ramp of the query's lexical
+    #: coverage c (the best share of the query's idf that one lexical candidate matches):
+    #: 0 at c <= gate_low, 1 at c >= gate_high, linear between. A lexical list whose best hit
+    #: matches only a small part of the query (vocabulary mismatch) then cannot outvote the
+    #: dense list. gate_high = 0 disables it.
+    gate_low: float = 0.0
+    gate_high: float = 0.0
+    #: per-listing lexical credit: a listing's lexical RRF term is multiplied by its own
+    #: coverage ** coverage_power (0 disables it). 1.0 was chosen on the second round's dev
+    #: sets (the shipped dev split, outside/dev, outside/final) by benchmarks/fusion_study.py
+    #: before outside/final2 had judgments; the gate (gate_low/gate_high) measured no better
+    #: there and is off (docs/engine.md, "Fusion under vocabulary mismatch").
+    coverage_power: float = 1.0
 
     def __post_init__(self) -> None:
         if self.k < 0:
             raise ValueError(f"FusionParams.k: expected >= 0, got {self.k}")
+        if not 0.0 <= self.gate_low <= 1.0 or not 0.0 <= self.gate_high <= 1.0:
+            raise ValueError(
+                f"FusionParams.gate_low/gate_high: expected values in [0, 1], "
+                f"got {self.gate_low}, {self.gate_high}"
+            )
+        if self.gate_high and self.gate_high < self.gate_low:
+            raise ValueError(
+                f"FusionParams.gate_high: expected >= gate_low ({self.gate_low}), "
+                f"got {self.gate_high}"
+            )
+        if self.coverage_power < 0:
+            raise ValueError(
+                f"FusionParams.coverage_power: expected >= 0, got {self.coverage_power}"
+            )
         if not 0.0 <= self.prior_gamma < 1.0:
             raise ValueError(
                 f"FusionParams.prior_gamma: expected 0 <= gamma < 1, got {self.prior_gamma}"
@@ -84,6 +117,17 @@ def max_settlements(sidecars: Sequence[Mapping[str, Any] | None]) -> int:
     return best
 
 
+def gate(params: FusionParams, coverage: float | None) -> float:
+    """The lexical list's weight multiplier for a query of lexical ``coverage`` (None: 1)."""
+    if not params.gate_high or coverage is None:
+        return 1.0
+    if coverage >= params.gate_high:
+        return 1.0
+    if coverage <= params.gate_low:
+        return 0.0
+    return (coverage - params.gate_low) / (params.gate_high - params.gate_low)
+
+
 def rrf(
     rankings: Mapping[str, Sequence[str]],
     params: FusionParams,
@@ -91,20 +135,33 @@ def rrf(
     *,
     depth: int | None = None,
     title_match: Mapping[str, float] | None = None,
+    coverage: Mapping[str, float] | None = None,
 ) -> list[tuple[str, float]]:
     """Fused (doc_id, score) pairs, best first; ties broken by doc id for determinism.
 
     Each list contributes its first ``max(params.depth, depth)`` entries (``depth``: the
     caller's candidate depth, so that filters applied after fusion still find their listings).
+    ``coverage``: each lexical candidate's share of the query's idf, for the lexical gate and
+    the per-listing credit (absent: both off). Both are computed from the unfiltered lists, so
+    a filter leaves the order of the listings it keeps unchanged.
     """
     cut = max(params.depth, depth or 0)
     scores: dict[str, float] = {}
+    best = max(coverage.values(), default=0.0) if coverage is not None else None
     for name, ranking in rankings.items():
         weight = params.weights.get(name, 0.0)
+        credit: Mapping[str, float] | None = None
+        if name == "lexical":
+            weight *= gate(params, best)
+            if coverage is not None and params.coverage_power > 0:
+                credit = {d: c**params.coverage_power for d, c in coverage.items()}
         if weight <= 0:
             continue
         for rank, doc_id in enumerate(ranking[:cut], start=1):
-            scores[doc_id] = scores.get(doc_id, 0.0) + weight / (params.k + rank)
+            term = weight / (params.k + rank)
+            if credit is not None:
+                term *= credit.get(doc_id, 0.0)
+            scores[doc_id] = scores.get(doc_id, 0.0) + term
     if title_match and params.title_weight > 0:
         from pytest_searcheval.engine.title import boost
 

@@ -767,6 +767,8 @@ class RolledBackSchema:
             if self._held is None:
                 raise IsolationError(f"the rolled-back view of {self.name} is closed")
             with self._held.transaction():
+                # The proxy stands in for the held connection: commit() is a no-op, the rest
+                # is the connection's own (__getattr__).
                 yield self._held  # type: ignore[misc]
 
     def describe(self) -> dict[str, Any]:

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_searcheval.files import write_atomic
+
 __all__ = [
     "OWNER_FILE",
     "SERVER_DIR_PREFIX",
@@ -147,9 +149,7 @@ def write_owner(directory: Path) -> None:
         "pidns": _pid_namespace(),
         "created_at": time.time(),
     }
-    tmp = directory / f".{OWNER_FILE}.tmp"
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, directory / OWNER_FILE)
+    write_atomic(directory / OWNER_FILE, json.dumps(data))
 
 
 @dataclass(frozen=True)

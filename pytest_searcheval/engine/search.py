@@ -102,6 +102,7 @@ def run(
     p = plan(engine, q, profile=profile, limit=limit, filters=filters, extract=extract)
     retrieved = lists = retrieve(engine, p)
     ranked, head_scores = order(engine, p, lists)
+    candidates = len(ranked)
     ranked, lists = restrict_ranking(engine, p, ranked, lists)
     found = decision.features(
         lexical=lists.lexical if p.lexical else None,
@@ -111,7 +112,14 @@ def run(
         head_scores=head_scores,
     )
     rule = (engine.settings.no_result or {}).get(profile)
-    made = decision.decide(found, rule, apply_threshold=apply_threshold, empty=not ranked)
+    made = decision.decide(
+        found,
+        rule,
+        apply_threshold=apply_threshold,
+        empty=not ranked,
+        candidates=candidates,
+        filtered=bool(p.query.applied),
+    )
     body = respond(engine, q, p, ranked, made, started)
     if explain:
         from pytest_searcheval.engine import explain as explanation
@@ -208,6 +216,7 @@ def order(engine: Engine, p: Plan, lists: Lists) -> tuple[Ranking, dict[str, flo
         engine.catalog.priors,
         depth=p.depth,
         title_match=title_match(engine, p.query.text, lists),
+        coverage=lexical_coverage(lists),
     )
     ranked = adversarial(engine, ranked)
     if p.profile != "hybrid_rerank":
@@ -216,6 +225,12 @@ def order(engine: Engine, p: Plan, lists: Lists) -> tuple[Ranking, dict[str, flo
     depth = engine.settings.rerank_depth
     passages = {d: rerank_text(docs[d]) for d, _ in ranked[:depth] if d in docs}
     return rerank_head(engine.reranker, p.query.text, ranked, passages, depth=depth)
+
+
+def lexical_coverage(lists: Lists) -> dict[str, float]:
+    """Each lexical candidate's share of the query's idf (the no-result ``coverage``)."""
+    total = lists.total_idf
+    return {h.doc_id: (h.matched_idf / total if total > 0 else 0.0) for h in lists.lexical}
 
 
 def title_match(engine: Engine, text: str, lists: Lists) -> dict[str, float] | None:
@@ -292,6 +307,7 @@ def respond(
         "results": results,
         "filters": {"applied": p.query.applied.to_dict(), "extracted": p.query.extracted},
         "no_result": made.no_result,
+        "why_empty": made.why,
         "confidence": made.as_dict(),
         "model": engine.model_info(),
         "latency_ms": round((time.perf_counter() - started) * 1000.0, 3),

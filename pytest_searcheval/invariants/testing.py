@@ -186,6 +186,8 @@ class Forwarding:
     one behaviour a test double should change."""
 
     def __init__(self, inner: Any) -> None:
+        # Duck-typed on purpose: the doubles wrap a MemoryTarget (and read its documents) as
+        # well as engine targets, so their answers are as typed as the inner target's (Any).
         self.inner = inner
 
     def profiles(self) -> Mapping[str, str | None]:

@@ -13,13 +13,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 
 from pytest_searcheval.baseline.ledger import LedgerVerdict, judge_failure, ledger
 from pytest_searcheval.plugin.state import STATE_KEY, EvalState
 from pytest_searcheval.reasons import Reason
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr, TracebackStyle
 
 
 class SearchEvalFailure(AssertionError):
@@ -83,9 +86,12 @@ class SearchEvalItem(pytest.Function):
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return (self.file or self.path), self.line, self.name
 
-    def repr_failure(  # type: ignore[override]
-        self, excinfo: pytest.ExceptionInfo[BaseException]
-    ) -> Any:
+    def repr_failure(
+        self,
+        excinfo: pytest.ExceptionInfo[BaseException],
+        style: TracebackStyle | None = None,
+    ) -> str | TerminalRepr:
+        # ``style`` is Node's parameter; pytest.Function, the base, has none and follows --tb.
         if isinstance(excinfo.value, SearchEvalFailure):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
@@ -118,8 +124,8 @@ def _parametrized_id(item: pytest.Item) -> None:
     its name and its parameters), so that pytest's --lf/--ff cache, which stores node ids as
     text, finds it again. pytest versions without structured node ids need nothing."""
     try:
-        from _pytest.nodes import coerce_node_id
-    except ImportError:  # pragma: no cover - pytest < 9.1
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # pragma: no cover - pytest < 9.2 (_pytest.nodeid is new in 9.2)
         return
     if hasattr(item, "_id"):
         item._id = coerce_node_id(item.nodeid)

@@ -4,13 +4,38 @@ gated on the p95/p99 budgets."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, cast
 
 import pytest
 
 from pytest_searcheval.plugin.items import SearchEvalFailure, SearchEvalItem
 from pytest_searcheval.targets import SearchTarget, TargetUnavailable
+
+
+class _Samples(Protocol):
+    data: Sequence[float]  # one duration per round, in seconds
+
+
+class _Metadata(Protocol):
+    stats: _Samples
+
+
+class _Benchmark(Protocol):
+    """What the latency test uses of pytest-benchmark's ``benchmark`` fixture (described here,
+    so that the plugin does not import the optional pytest-benchmark to type it)."""
+
+    disabled: bool
+    stats: _Metadata
+
+    def pedantic(
+        self,
+        target: Callable[[], object],
+        *,
+        rounds: int,
+        iterations: int,
+        warmup_rounds: int,
+    ) -> object: ...
 
 
 def _latency_test(searcheval_target: SearchTarget, benchmark: Any) -> None:
@@ -33,7 +58,7 @@ class LatencyItem(SearchEvalItem):
     def runtest(self) -> None:
         state = self.state
         target = cast(SearchTarget, self.funcargs["searcheval_target"])
-        benchmark = self.funcargs["benchmark"]
+        benchmark = cast(_Benchmark, self.funcargs["benchmark"])
         state.describe_target(target)
         cfg = state.cfg
         profile = cfg.gated

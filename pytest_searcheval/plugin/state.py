@@ -184,6 +184,7 @@ class EvalState:
             return None
         start = time.perf_counter()
         by_id = getattr(target, "search_query", None)
+        response: SearchResponse  # search_query answers as search does (RunTarget's)
         try:
             if by_id is not None:
                 response = by_id(query, profile=profile, limit=self.cfg.limit)

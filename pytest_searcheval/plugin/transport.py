@@ -26,6 +26,7 @@ def send(state: EvalState, config: pytest.Config) -> None:
         "records": state.records,
         "phases": state.phases,
     }
+    # pytest-xdist sets workeroutput on a worker's Config; pytest's Config does not declare it.
     config.workeroutput[WORKER_OUTPUT_KEY] = json.dumps(payload, default=str)  # type: ignore[attr-defined]
 
 

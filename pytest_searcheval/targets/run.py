@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_searcheval.targets import Hit, SearchResponse, TargetUnavailable
+from pytest_searcheval.targets.protocol import Hit, SearchResponse, TargetUnavailable
 
 if TYPE_CHECKING:
     from pytest_searcheval.collection.model import Collection, Query

@@ -102,7 +102,9 @@ def payment_required(
     if method is not None:
         from urllib.parse import urlsplit
 
-        # No route pattern: the listings have no path parameters, so no routeTemplate.
+        # No route pattern: the listings have no path parameters, so no routeTemplate. No
+        # adapter either: there is no request, and the Bazaar enrichment reads path and method
+        # only, although the SDK annotates the adapter as required.
         context = HTTPRequestContext(adapter=None, path=urlsplit(resource).path, method=method)  # type: ignore[arg-type]
     enriched = server.enrich_extensions(dict(extensions), context)
     info = ResourceInfo(

@@ -112,6 +112,41 @@ def test_rrf_weighted_formula() -> None:
     assert fused["c"] == pytest.approx(1 / 62)
 
 
+def test_lexical_credit_scales_each_listing_by_its_coverage() -> None:
+    params = FusionParams(k=60, weights={"lexical": 1.0, "semantic": 1.0}, coverage_power=1.0)
+    lists = {"lexical": ["a", "b"], "semantic": ["c"]}
+    fused = dict(fusion.rrf(lists, params, coverage={"a": 0.25, "b": 1.0}))
+    assert fused["a"] == pytest.approx(0.25 / 61)
+    assert fused["b"] == pytest.approx(1.0 / 62)
+    assert fused["c"] == pytest.approx(1 / 61)
+    # no coverage given: the credit is off, the plain weighted RRF
+    assert dict(fusion.rrf(lists, params))["a"] == pytest.approx(1 / 61)
+
+
+@pytest.mark.parametrize(
+    ("best", "factor"), [(0.1, 0.0), (0.3, 0.0), (0.45, 0.5), (0.6, 1.0), (0.9, 1.0)]
+)
+def test_lexical_gate_ramps_with_the_best_coverage(best: float, factor: float) -> None:
+    params = FusionParams(
+        k=60,
+        weights={"lexical": 1.0, "semantic": 1.0},
+        gate_low=0.3,
+        gate_high=0.6,
+        coverage_power=0.0,
+    )
+    assert fusion.gate(params, best) == pytest.approx(factor)
+    fused = dict(fusion.rrf({"lexical": ["a"], "semantic": ["c"]}, params, coverage={"a": best}))
+    assert fused.get("a", 0.0) == pytest.approx(factor / 61)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"gate_low": 0.7, "gate_high": 0.5}, {"gate_high": 1.5}, {"coverage_power": -1.0}]
+)
+def test_fusion_params_refuse_a_bad_gate(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="FusionParams"):
+        FusionParams(**bad)
+
+
 def test_prior_reorders_ties_only() -> None:
     params = FusionParams(k=60)
     # a leads b by one rank in one list and they tie elsewhere: the best prior cannot flip it.
@@ -449,3 +484,46 @@ def test_decision_cuts_only_when_asked_and_always_on_an_empty_ranking() -> None:
     assert not decision.decide(high, rule, apply_threshold=True, empty=False).no_result
     assert decision.decide(high, None, apply_threshold=True, empty=True).no_result
     assert decision.decide(high, None, apply_threshold=True, empty=False).as_dict()["value"] is None
+
+
+@pytest.mark.parametrize(
+    ("features", "empty", "candidates", "filtered", "reason"),
+    [
+        ((0.1, 0.0), False, 12, False, "below-threshold"),
+        ((0.9, 0.5), True, 0, False, "no-candidates"),
+        ((0.9, 0.5), True, 0, True, "no-candidates"),
+        ((0.9, 0.5), True, 7, True, "filtered-out"),
+        ((0.9, 0.5), True, 3, False, "removed"),
+    ],
+)
+def test_an_empty_answer_says_why(
+    features: tuple[float, float], empty: bool, candidates: int, filtered: bool, reason: str
+) -> None:
+    from pytest_searcheval.engine import decision
+
+    rule = NoResultRule(w_cos=1.0, w_cov=0.25, tau=0.5)
+    found = decision.Features(cos=features[0], coverage=features[1], rerank=None)
+    made = decision.decide(
+        found, rule, apply_threshold=True, empty=empty, candidates=candidates, filtered=filtered
+    )
+    assert made.no_result and made.why is not None
+    assert made.why["reason"] == reason
+    assert made.why["evidence"] == {
+        "cos": features[0],
+        "coverage": features[1],
+        "rerank": None,
+        "candidates": candidates,
+    }
+    if reason == "below-threshold":
+        assert made.why["rule"] == "1 * cos + 0.25 * coverage < 0.5"
+        assert "0.100 is under the no-result threshold 0.5" in made.why["message"]
+    else:
+        assert made.why["rule"] is None
+    answered = decision.decide(
+        decision.Features(cos=0.9, coverage=0.5, rerank=None),
+        rule,
+        apply_threshold=True,
+        empty=False,
+        candidates=5,
+    )
+    assert answered.why is None

@@ -71,7 +71,17 @@ def _violations(rule: str, allowed: callable, level_only: bool) -> list[str]:  #
     return bad
 
 
-CORE = ("metrics", "stats", "collection", "reasons", "domain", "settings", "baseline", "report")
+CORE = (
+    "metrics",
+    "stats",
+    "collection",
+    "reasons",
+    "domain",
+    "settings",
+    "baseline",
+    "report",
+    "files",
+)
 
 
 def test_the_core_does_not_import_the_engine_the_plugin_or_x402_at_module_level() -> None:
@@ -114,7 +124,43 @@ def test_targets_and_invariants_reach_x402_only_when_used() -> None:
     assert _violations("optional layers", allowed, level_only=True) == []
 
 
-def test_plain_help_imports_nothing_heavy() -> None:
+TARGETS = "pytest_searcheval.targets"
+
+
+def test_the_target_protocol_imports_nothing_of_the_package() -> None:
+    def allowed(mod: str, imported: str) -> bool:
+        return mod != f"{TARGETS}.protocol"
+
+    assert _violations("the protocol is the base", allowed, level_only=False) == []
+
+
+def test_target_modules_import_each_other_directly_never_through_the_package() -> None:
+    # targets/__init__ imports every implementation to re-export it: an implementation that
+    # imported the package back would depend on the order of that file.
+    def allowed(mod: str, imported: str) -> bool:
+        if _layer(mod) != "targets" or mod == TARGETS:
+            return True
+        return imported != TARGETS
+
+    assert _violations("targets import modules, not the hub", allowed, level_only=False) == []
+
+
+def test_the_package_re_exports_every_public_target_name() -> None:
+    import pytest_searcheval.targets as targets
+    from pytest_searcheval.targets import callable, engine, http, protocol
+
+    for module in (protocol, http, callable, engine):
+        public = {
+            name
+            for name, value in vars(module).items()
+            if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__
+        }
+        assert public <= set(targets.__all__), (module.__name__, public - set(targets.__all__))
+    for name in targets.__all__:
+        assert getattr(targets, name).__module__.startswith(f"{TARGETS}."), name
+
+
+def test_plain_help_imports_nothing_heavy(tmp_path: Path) -> None:
     code = textwrap.dedent(
         """
         import subprocess, sys
@@ -129,8 +175,10 @@ def test_plain_help_imports_nothing_heavy() -> None:
     import os
 
     # Third-party plugins are off: what they import is theirs (pytest-postgresql imports
-    # psycopg); this checks that ours imports nothing heavy.
-    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    # psycopg); this checks that ours imports nothing heavy. It runs outside the repository:
+    # from its root, pytest would load tests/conftest.py, which imports numpy for the suite.
+    path = os.pathsep.join(p for p in (str(PKG.parent), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=path)
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -138,6 +186,7 @@ def test_plain_help_imports_nothing_heavy() -> None:
         check=False,
         timeout=120,
         env=env,
+        cwd=tmp_path,
     ).stdout
     assert "HEAVY []" in out, out[-400:]
 

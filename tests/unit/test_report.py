@@ -1,13 +1,10 @@
-"""Report helpers: atomic writes, percentiles, renderings."""
+"""Report helpers: percentiles, renderings."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-from pytest_searcheval.report import _ci, nearest_rank, write_atomic
+from pytest_searcheval.report import _ci, nearest_rank
 
 
 def test_nearest_rank_percentiles() -> None:
@@ -20,43 +17,10 @@ def test_nearest_rank_percentiles() -> None:
     assert nearest_rank([], 95) is None
 
 
-def test_write_atomic_replaces_and_leaves_no_temporary(tmp_path: Path) -> None:
-    target = tmp_path / "out" / "report.json"
-    write_atomic(target, "one")
-    write_atomic(target, "two")
-    assert target.read_text() == "two"
-    assert os.listdir(target.parent) == ["report.json"]
-
-
-def test_write_atomic_keeps_the_old_file_on_failure(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    target = tmp_path / "report.json"
-    target.write_text("old")
-
-    def broken(src: str, dst: str) -> None:
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "replace", broken)
-    with pytest.raises(OSError, match="disk full"):
-        write_atomic(target, "new")
-    assert target.read_text() == "old"
-    assert os.listdir(tmp_path) == ["report.json"]
-
-
 def test_interval_cell_format() -> None:
     assert _ci({"mean": 0.7341, "low": 0.69, "high": 0.781}) == ".734 [.690,.781]"
     assert _ci({"mean": 1.0, "low": 1.0, "high": 1.0}) == "1.000 [1.000,1.000]"
     assert _ci({"mean": None}) == "-"
-
-
-def test_write_atomic_gives_ordinary_permissions(tmp_path: Path) -> None:
-    umask = os.umask(0o022)
-    try:
-        write_atomic(tmp_path / "r.json", "{}")
-    finally:
-        os.umask(umask)
-    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
 
 
 def test_bootstrap_cis_shares_resamples_and_matches_bootstrap_ci() -> None:
@@ -148,18 +112,3 @@ def test_the_run_is_tested_against_the_baselines_per_query_values() -> None:
     assert abs(row["mean_diff"] - 0.4) < 1e-12 and row["p"] < 0.01
     same = _against_baseline({("hybrid", "nDCG@10"): {f"q{i}": 0.5 for i in range(12)}}, base, cfg)
     assert same[0]["p"] == 1.0 and same[0]["mean_diff"] == 0.0
-
-
-def test_write_atomic_writes_into_a_special_file_instead_of_replacing_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import os
-
-    from pytest_searcheval.report import write_atomic
-
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        write_atomic(fifo, "x")
-        assert not fifo.is_file() and os.read(reader, 10) == b"x"
-    finally:
-        os.close(reader)

@@ -1,0 +1,76 @@
+"""A Python function as a target: the shortest way to evaluate one's own system in-process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from pytest_searcheval.targets.protocol import Hit, SearchResponse, response_from_json
+
+
+def _coerce(result: Any) -> SearchResponse:
+    if isinstance(result, SearchResponse):
+        return result
+    if isinstance(result, Mapping):
+        return response_from_json(result)
+    hits: list[Hit] = []
+    for rank, item in enumerate(result):
+        if isinstance(item, Hit):
+            hits.append(item)
+        elif isinstance(item, str):
+            hits.append(Hit(id=item, score=float(-rank)))
+        else:
+            doc_id, score = item
+            hits.append(Hit(id=str(doc_id), score=float(score)))
+    return SearchResponse(hits=tuple(hits))
+
+
+class CallableTarget:
+    """Wrap a Python function as a target.
+
+    ``fn(query, *, profile, limit, filters, extract)`` returns a :class:`SearchResponse`, a JSON
+    body like the reference engine's, a sequence of doc ids (best first), or of ``(id, score)``
+    pairs. ``profiles``: names it serves (``None``: every configured profile is tried). Raise
+    :class:`TargetUnavailable` for a profile it cannot serve; any other exception is turned into
+    unavailability with the exception as the reason.
+    """
+
+    def __init__(
+        self,
+        fn: Any,
+        *,
+        profiles: Iterable[str] | None = None,
+        description: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.fn = fn
+        self._profiles = tuple(profiles) if profiles is not None else None
+        self._description = dict(description or {})
+
+    def profiles(self) -> Mapping[str, str | None]:
+        return {p: None for p in self._profiles} if self._profiles is not None else {}
+
+    def describe(self) -> Mapping[str, Any]:
+        return {
+            "target": "callable",
+            "callable": getattr(self.fn, "__qualname__", repr(self.fn)),
+        } | (self._description)
+
+    def search(
+        self,
+        query: str,
+        *,
+        profile: str,
+        limit: int = 20,
+        filters: Mapping[str, Any] | None = None,
+        extract: bool = True,
+    ) -> SearchResponse:
+        import time
+
+        start = time.perf_counter()
+        result = self.fn(query, profile=profile, limit=limit, filters=filters, extract=extract)
+        elapsed = (time.perf_counter() - start) * 1000.0
+        response = _coerce(result)
+        if response.latency_ms is None:
+            response = replace(response, latency_ms=elapsed)
+        return response

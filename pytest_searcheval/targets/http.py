@@ -1,0 +1,141 @@
+"""A search service over HTTP: a base URL speaking the x402 Bazaar discovery protocol, or a
+URL template. httpx is imported when a target is made, not with this module."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_searcheval.targets.protocol import (
+    SearchResponse,
+    TargetUnavailable,
+    response_from_json,
+)
+
+
+class HttpTarget:
+    """A search service over HTTP.
+
+    ``base_url`` is either a base (``http://host:port``; requests go to ``/discovery/search``
+    in the x402 Bazaar protocol with the reference engine's extra parameters: ``query``,
+    ``limit``, the filters under their protocol names (``payTo``, ``extensions``; ``asset`` and
+    ``max_price_usd`` as extras), ``profile`` and ``extract``; ``/healthz`` describes it), or a
+    template containing ``{query}`` (and optionally ``{profile}``, ``{limit}``), e.g.
+    ``http://host/search?q={query}&mode={profile}``; filters are then appended as query
+    parameters under their vocabulary names. Any transport error, timeout, non-JSON body or
+    status >= 400 raises :class:`TargetUnavailable` with the reason, so the profile is reported
+    unavailable.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        timeout: float = 30.0,
+        search_path: str = "/discovery/search",
+    ) -> None:
+        import httpx
+
+        self.base_url = base_url.rstrip("/") if "{query}" not in base_url else base_url
+        self.token = token
+        self.timeout = timeout
+        self.search_path = search_path
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # One pooled client: keep-alive matters for latency measurements.
+        self._client = httpx.Client(timeout=timeout, headers=headers)
+
+    @property
+    def is_template(self) -> bool:
+        return "{query}" in self.base_url
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _health(self) -> Mapping[str, Any]:
+        if self.is_template:
+            return {}
+        import httpx
+
+        try:
+            resp = self._client.get(self.base_url + "/healthz")
+        except httpx.HTTPError as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        if resp.status_code != 200:
+            return {"error": f"GET /healthz: HTTP {resp.status_code}"}
+        try:
+            body = resp.json()
+        except ValueError:
+            return {"error": "GET /healthz: body is not JSON"}
+        return body if isinstance(body, Mapping) else {}
+
+    def profiles(self) -> Mapping[str, str | None]:
+        health = self._health()
+        profiles = health.get("profiles")
+        if isinstance(profiles, Mapping):
+            return {str(k): (None if v is None else str(v)) for k, v in profiles.items()}
+        return {}
+
+    def describe(self) -> Mapping[str, Any]:
+        health = dict(self._health())
+        health["url"] = self.base_url
+        health["target"] = "http"
+        return health
+
+    def search(
+        self,
+        query: str,
+        *,
+        profile: str,
+        limit: int = 20,
+        filters: Mapping[str, Any] | None = None,
+        extract: bool = True,
+    ) -> SearchResponse:
+        import time
+        from urllib.parse import quote
+
+        import httpx
+
+        params: dict[str, str] = {k: str(v) for k, v in (filters or {}).items() if v is not None}
+        if not self.is_template:
+            from pytest_searcheval.x402.vocabulary import BAZAAR_PARAMS
+
+            params = {BAZAAR_PARAMS.get(k, k): v for k, v in params.items()}
+        if self.is_template:
+            url = self.base_url.format(
+                query=quote(query, safe=""), profile=quote(profile, safe=""), limit=limit
+            )
+        else:
+            url = self.base_url + self.search_path
+            params.update(
+                query=query,
+                profile=profile,
+                limit=str(limit),
+                extract="true" if extract else "false",
+            )
+        if self.is_template and params:
+            # Appended by hand: httpx replaces (not extends) a URL's query when given params.
+            from urllib.parse import urlencode
+
+            url += ("&" if "?" in url else "?") + urlencode(params)
+            params = {}
+        start = time.perf_counter()
+        try:
+            resp = self._client.get(url, params=params or None)
+        except httpx.TimeoutException:
+            raise TargetUnavailable(f"timed out after {self.timeout:g} s: GET {url}") from None
+        except httpx.HTTPError as exc:
+            raise TargetUnavailable(f"{type(exc).__name__}: {exc} (GET {url})") from None
+        elapsed = (time.perf_counter() - start) * 1000.0
+        if resp.status_code >= 400:
+            raise TargetUnavailable(
+                f"HTTP {resp.status_code} from GET {resp.request.url}: {resp.text[:300]}"
+            )
+        try:
+            body = resp.json()
+        except ValueError:
+            raise TargetUnavailable(f"non-JSON body from GET {resp.request.url}") from None
+        if isinstance(body, list):
+            body = {"results": body}
+        if not isinstance(body, Mapping):
+            raise TargetUnavailable(f"unexpected JSON from GET {resp.request.url}")
+        return response_from_json(body, latency_ms=elapsed)
