@@ -34,7 +34,7 @@ import hmac
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 # At module level: FastAPI resolves the handlers' (string) annotations in these globals.
 from fastapi import FastAPI, Request
@@ -75,10 +75,17 @@ _FALSE = ("false", "0", "no", "off")
 
 log = logging.getLogger("pytest_searcheval.engine.app")
 
-try:
-    import orjson as _orjson
-except ImportError:  # the engine extra installs it; without it the standard encoder serves
-    _orjson = None
+
+def _orjson_module() -> Any:
+    """orjson, or None: the engine extra installs it; without it the standard encoder serves."""
+    try:
+        import orjson
+    except ImportError:
+        return None
+    return orjson
+
+
+_orjson = _orjson_module()
 
 
 class FastJSONResponse(JSONResponse):
@@ -91,7 +98,7 @@ class FastJSONResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
         if _orjson is not None:
             try:
-                return _orjson.dumps(content)
+                return cast(bytes, _orjson.dumps(content))
             except TypeError:  # an integer beyond 64 bits, a non-str key: the standard encoder
                 pass
         return super().render(content)
@@ -254,11 +261,44 @@ def _path_id(doc_id: str) -> str:
     return doc_id
 
 
+class _ThreadCap:
+    """ASGI middleware: sync handlers run on at most ``tokens`` worker threads at once
+    (anyio's default limiter, per event loop, has 40). Requests beyond it wait in the event
+    loop, where waiting costs nothing, rather than as threads that take turns at the GIL and
+    queue for a pool connection mid-request."""
+
+    def __init__(self, app: Any, tokens: int) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.loops: set[int] = set()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        import asyncio
+
+        loop = id(asyncio.get_running_loop())
+        if loop not in self.loops:
+            import anyio.to_thread
+
+            anyio.to_thread.current_default_thread_limiter().total_tokens = self.tokens
+            self.loops.add(loop)
+        await self.app(scope, receive, send)
+
+
 def create_app(
-    engine: SearchEngine, *, admin_token: str | None, max_query_chars: int | None = None
+    engine: SearchEngine,
+    *,
+    admin_token: str | None,
+    max_query_chars: int | None = None,
+    max_threads: int | None = None,
 ) -> FastAPI:
-    """The FastAPI application serving ``engine``. ``admin_token=None`` disables admin routes."""
+    """The FastAPI application serving ``engine``. ``admin_token=None`` disables admin routes.
+
+    ``max_threads``: how many requests are handled at once (default: the engine's connection
+    pool size, ``settings.pool_max``, when it has one; else anyio's 40). With 16 clients on
+    the shipped catalog, capping at the pool size raised hybrid searches/s 1.3-1.5x."""
     query_cap = MAX_QUERY_CHARS if max_query_chars is None else max_query_chars
+    if max_threads is None:
+        max_threads = getattr(getattr(engine, "settings", None), "pool_max", None)
     token = admin_token.encode("utf-8") if admin_token else None
     app = FastAPI(
         title="pytest-searcheval reference engine",
@@ -292,6 +332,8 @@ def create_app(
 
     # FastAPI's documented way to serve a custom OpenAPI document; mypy forbids assigning a method.
     app.openapi = openapi_document  # type: ignore[method-assign]
+    if max_threads is not None:
+        app.add_middleware(_ThreadCap, tokens=max(1, max_threads))
 
     def error(status: int, field: str | None, message: str, **extra: Any) -> JSONResponse:
         body: dict[str, Any] = {"error": message, "field": field, **extra}
