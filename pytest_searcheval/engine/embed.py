@@ -112,8 +112,6 @@ class Embedder:
         self.model_id = model_id
         self.batch_size = batch_size
         self.batch_threads = batch_threads or max(1, min(4, os.cpu_count() or 1))
-        #: benchmarks/bench_engine.py's synthetic embedder: calls up to this size are queries
-        self.small_batch = 8
         self.cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
         self.stats = EmbeddingStats()
         self._lock = threading.Lock()
