@@ -104,6 +104,12 @@ def run(
     ranked, head_scores = order(engine, p, lists)
     candidates = len(ranked)
     ranked, lists = restrict_ranking(engine, p, ranked, lists)
+    if starved(engine, p, retrieved, ranked):
+        p = replace(p, depth=max(p.depth, engine.settings.fusion.deep_candidate_depth))
+        retrieved = lists = retrieve(engine, p)
+        ranked, head_scores = order(engine, p, lists)
+        candidates = len(ranked)
+        ranked, lists = restrict_ranking(engine, p, ranked, lists)
     found = decision.features(
         lexical=lists.lexical if p.lexical else None,
         total_idf=lists.total_idf,
@@ -126,6 +132,18 @@ def run(
 
         explanation.attach(engine, p, retrieved, head_scores, body["results"])
     return body
+
+
+def starved(engine: Engine, p: Plan, retrieved: Lists, ranked: Ranking) -> bool:
+    """A fused query on an HNSW catalog that restrictions left with fewer than its limit while
+    a list was cut at the candidate depth: worth ranking again from the deep depth."""
+    if not (p.fused and engine.hnsw) or len(ranked) >= p.limit:
+        return False
+    if p.depth >= engine.settings.fusion.deep_candidate_depth:
+        return False
+    restricted = bool(p.query.applied) or bool(engine.catalog.tombstones)
+    cut = len(retrieved.lexical) >= p.depth or len(retrieved.dense) >= p.depth
+    return restricted and cut
 
 
 def check(engine: Engine, profile: str, limit: int) -> None:
