@@ -9,6 +9,7 @@ plugin at every level.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,7 @@ def _module(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache  # every rule reads every module: parse each once
 def _imports(path: Path) -> list[tuple[str, bool]]:
     """(imported module, at module level) for every import of ``path``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
