@@ -130,7 +130,15 @@ def fake(query, *, profile, limit, filters, extract):
     if mode == "violate" and query == "stock prices":
         applied = {"network": "stellar:testnet"}
     hits = tuple(Hit(d, float(10 - i)) for i, d in enumerate(ids[:limit]))
-    return SearchResponse(hits=hits, applied_filters=applied)
+    meta = {}
+    if mode == "confidence":
+        # the share of the query's words the best listing has; empty under 0.5
+        best = max((s for _, s in scored), default=0)
+        value = best / max(len(words), 1)
+        meta = {"confidence": {"value": value, "threshold": 0.5}}
+        if value < 0.5:
+            hits = ()
+    return SearchResponse(hits=hits, applied_filters=applied, meta=meta)
 
 
 @pytest.fixture(scope="session")

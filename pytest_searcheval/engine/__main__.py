@@ -87,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
         "--no-extract", action="store_true", help="do not extract filters from the query text"
     )
     run.add_argument("--tag", default=None, help="run tag (default: the profile name)")
+    rules = sub.add_parser(
+        "rules",
+        help="fit the no-result rules on the collection's dev split and write them as JSON "
+        "(for $SEARCHEVAL_NO_RESULT_RULES)",
+    )
+    common(rules)
+    rules.add_argument("--out", required=True, help="rules file to write ('-' for stdout)")
     ext = sub.add_parser(
         "extraction",
         help="score query constraint extraction against the labelled constraints (no database)",
@@ -116,6 +123,28 @@ def extraction(args: argparse.Namespace) -> int:
     if args.show:
         for line in lines:
             print(line)
+    return 0
+
+
+def write_rules(args: argparse.Namespace) -> int:
+    from pytest_searcheval.engine import calibrate
+
+    collection = _load(args.collection)
+    with _start(args, collection) as engine:
+        status = engine.calibration.get("status", "")
+        if not status.startswith("calibrated"):
+            _say(f"error: no rules to write: {engine.calibration.get('reason', status)}")
+            return 2
+        rules = dict(engine.settings.no_result or {})
+    text = calibrate.rules_json(rules)
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        from pytest_searcheval.files import atomic_writer
+
+        with atomic_writer(Path(args.out)) as out:
+            out.write(text)
+    _say(f"{len(rules)} rules -> {args.out} ({status})")
     return 0
 
 
@@ -303,6 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return serve(args, stop)
             if args.command == "extraction":
                 return extraction(args)
+            if args.command == "rules":
+                return write_rules(args)
             return run(args)
         except CollectionError as exc:
             _say(f"error: {exc}")

@@ -8,7 +8,7 @@ the settings carry no rules.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_searcheval.engine import search, threshold
@@ -91,6 +91,34 @@ def calibrate(
     fits = threshold.calibrate(samples, max_answerable_loss=max_answerable_loss)
     engine.settings = engine.settings.with_no_result({p: f.rule for p, f in fits.items()})
     return fits
+
+
+#: A rules file (``{"rules": {profile: {w_cos, w_cov, tau[, w_rerank]}}}``, as ``python -m
+#: pytest_searcheval.engine rules`` writes it) used instead of calibrating on the indexed
+#: collection's dev split: a collection without a dev split (a held-out query set over the
+#: same corpus) is then cut by the rules fitted elsewhere.
+RULES_ENV = "SEARCHEVAL_NO_RESULT_RULES"
+
+
+def use_rules_file(engine: Engine, path: str) -> None:
+    """The no-result rules of ``path``; a missing or malformed file is a ValueError naming it."""
+    from pytest_searcheval.engine.threshold import load_rules
+
+    try:
+        rules = load_rules(path)
+    except OSError as exc:
+        raise ValueError(f"${RULES_ENV}={path}: {exc.strerror or exc}") from exc
+    engine.settings = engine.settings.with_no_result(rules)
+    engine.calibration = {"status": f"rules from ${RULES_ENV}", "path": path}
+
+
+def rules_json(rules: Mapping[str, threshold.NoResultRule]) -> str:
+    """The rules file of ``rules`` (profile -> rule), loadable by ``threshold.load_rules``."""
+    import json
+    from dataclasses import asdict
+
+    body = {"rules": {p: asdict(r) for p, r in sorted(rules.items())}}
+    return json.dumps(body, indent=1, sort_keys=True) + "\n"
 
 
 def auto_calibrate(engine: Engine, collection: Collection) -> None:

@@ -20,6 +20,7 @@ pipelines (engine/search.py), hard filters (engine/restrict.py), the no-result d
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import weakref
@@ -153,7 +154,11 @@ class Engine:
             engine._recall_queries = [q.text for q in collection.queries.values()]
             engine._seed(list(collection.documents.values()))
             if settings.no_result is None:
-                calibration.auto_calibrate(engine, collection)
+                rules_file = os.environ.get(calibration.RULES_ENV)
+                if rules_file:
+                    calibration.use_rules_file(engine, rules_file)
+                else:
+                    calibration.auto_calibrate(engine, collection)
         except BaseException:
             engine.close()
             raise

@@ -6,7 +6,9 @@ formulas):
 * ``lexical`` / ``semantic``: its rank (from 1) and score in each list the profile ranks, or
   null when the list does not hold it. Fused profiles rank both lists over the unfiltered
   catalog, so these are the ranks fusion saw, before filters and deletions removed anything;
-* fused profiles add ``rrf`` (each list's weighted reciprocal rank, ``w / (k + rank)``),
+* fused profiles add ``rrf`` (each list's weighted reciprocal rank, ``w * c / (k + rank)``,
+  ``c`` the listing's ``lexical_credit`` for the lexical list: its coverage of the query's idf
+  to the fusion's coverage_power, times the lexical gate; 1 for the semantic list),
   ``title_boost`` (``title_weight * boost(title match)``), ``prior`` (``eps * prior(d)``, the
   liveness and settlement signal), ``stuffing_penalty`` (the factor ``1 - weight * penalty``
   the fused score was multiplied by) and, for ``hybrid_rerank``, ``rerank`` (the
@@ -51,7 +53,8 @@ def attach(
     are the lists as retrieved, before any restriction."""
     if not results:
         return
-    from pytest_searcheval.engine.search import title_match
+    from pytest_searcheval.engine import fusion
+    from pytest_searcheval.engine.search import lexical_coverage, title_match
     from pytest_searcheval.engine.title import boost
 
     wanted = {str(row["id"]) for row in results}
@@ -59,6 +62,8 @@ def attach(
     semantic = _positions(lists.dense, wanted) if p.dense else {}
     params = engine.settings.fusion
     titles = title_match(engine, p.query.text, lists) if p.fused else None
+    coverage = lexical_coverage(lists)
+    lexical_gate = fusion.gate(params, max(coverage.values(), default=0.0))
     dedup = engine.settings.dedup
     # fusion.rrf counts each list down to max(params.depth, the plan's depth)
     cut = max(params.depth, p.depth)
@@ -75,10 +80,20 @@ def attach(
         if p.dense:
             why["semantic"] = _entry(semantic.get(doc_id))
         if p.fused:
+            credit = (
+                coverage.get(doc_id, 0.0) ** params.coverage_power
+                if params.coverage_power > 0
+                else 1.0
+            )
+            weights = {
+                "lexical": params.weights.get("lexical", 0.0) * lexical_gate * credit,
+                "semantic": params.weights.get("semantic", 0.0),
+            }
             why["rrf"] = {
-                name: _rrf(params.weights.get(name, 0.0), params.k, ranks.get(doc_id), cut)
+                name: _rrf(weights[name], params.k, ranks.get(doc_id), cut)
                 for name, ranks in (("lexical", lexical), ("semantic", semantic))
             }
+            why["lexical_credit"] = round(lexical_gate * credit, 6)
             match = (titles or {}).get(doc_id)
             why["title_boost"] = (
                 round(params.title_weight * boost(match, params.title_threshold), 6)

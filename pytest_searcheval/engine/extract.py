@@ -31,7 +31,17 @@ cue, and plain uses of the same words are not filters:
   registry's USD rate (exactly). A ceiling on something else ("stocks under $5", "under $50
   meals") is a topic unless the text says it is per call.
 * recipient: a valid Stellar G/M address, or a C address that is not a registered asset.
-* extension: "<name> extension" for a known extension name (``bazaar``).
+* extension: "<name> extension" for a known extension name, and each extension's own
+  phrases: ``attestation`` for "with (signed) attestations", "attested output/results",
+  "comes with attestations"; ``rate-limit`` for "publishes/documents/declares its rate limits",
+  "documented rate limits"; ``bazaar`` for "listed in/on the bazaar", "in the bazaar". An
+  attestation or a rate limit that is the object of the need ("verify a TPM attestation",
+  "check my token's rate limit") is the topic.
+* payment words as the topic: a network or an asset that names the object of the need is not
+  a filter: "a stellar testnet account balance", "fund a testnet account with friendbot", "did
+  my testnet payment with hash ... go through", "withdraw USDC to a bank", "cash out USDC",
+  "this USDC deposit", "USDC payouts", "swap 500 XLM into USDC", "how much XLM and USDC",
+  "pay us in USDC".
 
 The value of each field is decided once: two different values for one field cancel (no filter),
 except two price ceilings, where the looser one holds. A negated scheme ("not usage-based")
@@ -58,7 +68,14 @@ __all__ = [
 ]
 
 TESTNET, PUBNET = "stellar:testnet", "stellar:pubnet"
-KNOWN_EXTENSIONS = ("bazaar",)
+KNOWN_EXTENSIONS = ("bazaar", "rate-limit", "attestation")
+#: Things on a chain: a network named right before one of them is the topic, not a filter.
+_CHAIN_OBJECTS = (
+    r"accounts?|wallets?|address(?:es)?|transactions?|txs?|balances?|ledgers?|friendbot|"
+    r"faucets?|nodes?|horizon|explorers?|keypairs?|keys|contracts?|validators?|deposits?|"
+    r"payments?\s+(?:with|hash|id|status|went|go|goes|confirm\w*)|payments?\s+hash|"
+    r"operations?|trustlines?|anchors?"
+)
 MAX_QUERY_CHARS = 2048
 
 #: Codes that are not English words: recognised in lower case without a payment cue.
@@ -213,6 +230,8 @@ class _Extractor:
             before = low[: m.start("net")]
             if re.search(rf"\b(?:{_OTHER_CHAINS})(?:'s)?\s+(?:\w+\s+)?$", before):
                 continue
+            if re.match(rf"[\s-]+(?:{_CHAIN_OBJECTS})\b", low[m.end() :]):
+                continue  # "a testnet account balance": the account is the topic
             net = m.group("net")
             if net.startswith(("public", "production", "live")) and not re.search(
                 r"stellar(?:'s)?\s+$", before
@@ -333,7 +352,9 @@ class _Extractor:
             r"(?:'s)?\s*(?:/|to\s+\w+\b|(?:exchange\s+|conversion\s+)?(?:price|prices|rate|rates|"
             r"supply|balance|balances|transfers?|wallet|wallets|volume|market|chart|charts|"
             r"history|data|conversions?|quotes?|ticker|peg|reserves?|holders?|tokens?|"
-            r"liquidity|yield|staking|swap|bridge|trading|analytics|feed)\b)",
+            r"liquidity|yield|staking|swap|bridge|trading|analytics|feed|deposits?|payouts?|"
+            r"withdrawals?|remittances?|invoices?|salar(?:y|ies)|payroll|off[\s-]?ramp|"
+            r"on[\s-]?ramp|account|accounts|addresses)\b)",
             after,
         ):
             return True
@@ -342,11 +363,17 @@ class _Extractor:
             rf"\b(?:{codes}|usd|eur|euros?|dollars?)\s+(?:to|into|for|vs\.?|versus)\s+$", before
         ):
             return True  # "convert EURC to USDC": a pair of currencies is the topic
+        listed = re.search(rf"\b({codes})\s+(?:and|or|&)\s+$", before)
+        if listed:  # "how much XLM and USDC": as the code before it ("paid in USDC or EURC": not)
+            return self._code_topic(low, listed.start(1), listed.end(1))
         return bool(
             re.search(
                 r"\b(?:of|convert(?:s|ing)?|between|swap(?:s|ping)?|buy(?:s|ing)?|sell(?:s|ing)?|"
                 r"track(?:s|ing)?|exchange|from|send(?:s|ing)?|transfer(?:s|ring)?|receive|"
-                r"bridge|mint(?:s|ing)?|hold(?:s|ing)?|stake|lend|borrow)\s+(?:some\s+|my\s+)?$",
+                r"bridge|mint(?:s|ing)?|hold(?:s|ing)?|stake|lend|borrow|withdraw(?:s|ing)?|"
+                r"cash(?:ing)?\s+out|off[\s-]?ramp|on[\s-]?ramp|deposit(?:s|ing)?|"
+                r"how\s+much|how\s+many|pay(?:s|ing)?\s+(?:us|me|them|you|him|her)\s+(?:in|with))"
+                r"\s+(?:some\s+|my\s+|our\s+|the\s+)?(?:[\d.,]+\s+)?$",
                 before,
             )
         )
@@ -398,6 +425,38 @@ class _Extractor:
             low,
         ):
             yield _Hit("extension", m.group("name"), m.start(), m.end())
+        # "with signed attestations (of its output)", "attested output", "whose responses
+        # come with attestations"; never "verify an attestation", "TPM attestation"
+        for m in re.finditer(
+            r"\b(?:(?:that\s+)?(?:come|comes|coming|shipped|ships|provided|returned|signed|"
+            r"delivered)\s+)?(?:with|plus|including|includes|and|has|having|offers?|provides?|"
+            r"returns?)\s+(?:an?\s+|the\s+)?(?:signed\s+|cryptographic\s+|verifiable\s+)?"
+            r"attestations?(?:\s+(?:of|for|on)\s+(?:its|their|the)\s+"
+            r"(?:outputs?|results?|responses?|answers?|data))?\b"
+            r"|\battested\s+(?:outputs?|results?|responses?|answers?|data)\b"
+            r"|\battestation[\s-]+(?:backed|signed|enabled)\b",
+            low,
+        ):
+            yield _Hit("extension", "attestation", m.start(), m.end())
+        # "publishes its rate limits", "documented rate limits", "rate limits published"
+        for m in re.finditer(
+            r"\b(?:(?:that|which)\s+)?(?:publish(?:es|ed|ing)?|document(?:s|ed|ing)?|"
+            r"declar(?:es|ed|ing)|advertis(?:es|ed|ing)|stat(?:es|ed)|expos(?:es|ed)|"
+            r"list(?:s|ed)?|public)\s+(?:its\s+|their\s+|the\s+)?rate[\s-]+limits?\b"
+            r"|\brate[\s-]+limits?\s+(?:published|documented|declared|stated|listed)\b"
+            r"|\bwith\s+(?:published\s+|documented\s+|declared\s+)?rate[\s-]+limit\s+"
+            r"(?:info|information|metadata|headers|details)\b",
+            low,
+        ):
+            yield _Hit("extension", "rate-limit", m.start(), m.end())
+        # "listed in the bazaar", "in the x402 bazaar", "bazaar-listed"
+        for m in re.finditer(
+            r"\b(?:(?:that\s+(?:is|are|'s)\s+|which\s+(?:is|are)\s+)?(?:listed|registered|"
+            r"discoverable|published|found|available)\s+)?(?:in|on|via|through)\s+(?:the\s+)?"
+            r"(?:x402\s+)?bazaar\b(?!\s+of\b)|\bbazaar[\s-]+(?:listed|registered)\b",
+            low,
+        ):
+            yield _Hit("extension", "bazaar", m.start(), m.end())
 
     # -- prices ------------------------------------------------------------------------------
 
@@ -611,8 +670,8 @@ def extract_constraints(query: str, assets: Iterable[AssetLike]) -> tuple[dict[s
     return found.filters, found.text
 
 
-#: Fields that extraction is scored on (recipient and extension have no labels in practice).
-SCORED_FIELDS = ("network", "type", "asset", "max_price_usd", "scheme")
+#: Fields that extraction is scored on (recipient has no labels in practice).
+SCORED_FIELDS = ("network", "type", "asset", "max_price_usd", "scheme", "extension")
 
 
 @dataclass

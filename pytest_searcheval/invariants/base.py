@@ -40,6 +40,7 @@ EXTRACTION_FIELDS: dict[str, str] = {
     "asset": "asset",
     "price": "max_price_usd",
     "scheme": "scheme",
+    "extension": "extension",
 }
 SHOWN = 8  # ranked ids shown in a failure message
 

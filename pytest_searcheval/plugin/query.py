@@ -107,7 +107,20 @@ def score_profile(
         "extracted": _json_safe(response.extracted_filters),
         "expectations": [r.as_dict() for r in check_expectations(query, ids)],
         "latency_ms": state.latency_ms.get((query.id, profile)),
+        "confidence": _confidence(response.meta.get("confidence")),
     }
+
+
+def _confidence(value: Any) -> dict[str, float | None] | None:
+    """The target's no-result confidence ``{value, threshold}`` as finite floats, or None."""
+    if not isinstance(value, Mapping):
+        return None
+    out: dict[str, float | None] = {}
+    for key in ("value", "threshold"):
+        v = value.get(key)
+        finite = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        out[key] = float(v) if finite and v is not None else None
+    return out if out["value"] is not None else None
 
 
 def measure_one(

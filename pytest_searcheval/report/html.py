@@ -115,6 +115,21 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         out.append((f"Per-query change of {measure} ({gated}) against the baseline", _png(fig)))
         plt.close(fig)
 
+    trade = report.get("no_result_tradeoff") or {}
+    if trade:
+        from pytest_searcheval.report import tradeoff
+
+        fig, ax = plt.subplots(figsize=(5.5, 4.2))
+        tradeoff.plot(ax, trade)
+        out.append(
+            (
+                "No-result trade-off: unanswerable queries caught against answerable ones "
+                "silenced as the threshold moves (dot: the target's threshold)",
+                _png(fig),
+            )
+        )
+        plt.close(fig)
+
     series = []
     for p, e in report["profiles"].items():
         if not e.get("available"):
@@ -282,6 +297,13 @@ def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
         parts.append(f"<p>Plots unavailable: {_e(exc)}</p>")
     for title, img in plots:
         parts.append(f"<h2>{_e(title)}</h2>{img}")
+    from pytest_searcheval.report import tradeoff
+
+    trade_lines = tradeoff.lines(report.get("no_result_tradeoff"))
+    if trade_lines:
+        parts.append("<h2>No-result trade-off</h2><ul>")
+        parts.extend(f"<li>{_e(line)}</li>" for line in trade_lines)
+        parts.append("</ul>")
     summary = report.get("invariant_summary")
     if summary:
         parts.append(

@@ -727,3 +727,42 @@ def test_clone_analyses_only_its_own_tables(engine: Engine) -> None:
             conn.execute("DROP SCHEMA searcheval_test_bystander CASCADE")
     assert rows[f"{clone.schema_name}.documents"] == len(engine.catalog.docs)  # analysed
     assert rows["searcheval_test_bystander.t"] == -1  # never analysed: not ours
+
+
+def test_rules_written_from_one_collection_cut_another_without_a_dev_split(
+    pg_server: Any, cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``engine rules`` fits on the dev split; ``$SEARCHEVAL_NO_RESULT_RULES`` carries those
+    rules to a held-out query set over the same corpus (no dev split, nothing to fit on)."""
+    import dataclasses
+
+    from pytest_searcheval.engine import __main__ as cli
+    from pytest_searcheval.engine.calibrate import RULES_ENV
+    from pytest_searcheval.engine.threshold import load_rules
+
+    full = synthetic_collection()
+    root = tmp_path / "rules.json"
+    monkeypatch.delenv(RULES_ENV, raising=False)
+    monkeypatch.setattr(cli, "_load", lambda path: full)
+    argv = ["rules", "--collection", "x", "--dsn", pg_server.dsn, "--cache-dir", str(cache_dir)]
+    assert cli.main([*argv, "--out", str(root)]) == 0
+    rules = load_rules(root)
+    assert set(rules) == {"lexical", "semantic", "hybrid"}
+    held_out = dataclasses.replace(
+        full, queries={q: v for q, v in full.queries.items() if v.split == "test"}
+    )
+    settings = EngineSettings(cache_dir=str(cache_dir))
+    with Engine.start(held_out, dsn=pg_server.dsn, settings=settings) as eng:
+        assert eng.describe()["no_result"]["status"] == "not calibrated"
+        assert eng.search("horoscope for scorpio", profile="hybrid")["results"]
+    monkeypatch.setenv(RULES_ENV, str(root))
+    with Engine.start(held_out, dsn=pg_server.dsn, settings=settings) as eng:
+        assert eng.describe()["no_result"] == {
+            "status": f"rules from ${RULES_ENV}",
+            "path": str(root),
+        }
+        assert dict(eng.settings.no_result or {}) == rules
+        assert eng.search("horoscope for scorpio", profile="hybrid")["no_result"] is True
+    monkeypatch.setenv(RULES_ENV, str(tmp_path / "missing.json"))
+    with pytest.raises(ValueError, match=r"SEARCHEVAL_NO_RESULT_RULES=.*missing\.json"):
+        Engine.start(held_out, dsn=pg_server.dsn, settings=settings)

@@ -78,6 +78,19 @@ POSITIVE: list[tuple[str, dict[str, str]]] = [
         "OCR as an MCP tool under $0.01 on testnet",
         {"type": "mcp", "max_price_usd": "0.01", "network": TEST},
     ),
+    # every extension the vocabulary knows, in the words people use
+    ("geocoding with signed attestations of its output", {"extension": "attestation"}),
+    ("render invoices to PDF with attested output", {"extension": "attestation"}),
+    ("a forecast whose responses come with signed attestations", {"extension": "attestation"}),
+    ("translation API that publishes its rate limits", {"extension": "rate-limit"}),
+    ("sanctions screening with documented rate limits", {"extension": "rate-limit"}),
+    ("hourly forecast listed in the bazaar", {"extension": "bazaar"}),
+    ("a link shortener that's in the bazaar", {"extension": "bazaar"}),
+    ("OCR with the attestation extension", {"extension": "attestation"}),
+    (
+        "extract text from scans; needs to be in the bazaar and take stellar testnet",
+        {"extension": "bazaar", "network": TEST},
+    ),
 ]
 
 
@@ -149,6 +162,21 @@ NEGATIVE = [
     "fetch an http url and return its text",
     "make http calls from my agent",
     "scrape https://news.example for headlines",
+    # payment words as the topic of the need, not how the listing is paid
+    "withdraw usdc from a stellar wallet to a bank",
+    "a stellar testnet account balance",
+    "create and fund a fresh stellar testnet account with friendbot",
+    "did my stellar testnet payment with hash 3f9a go through",
+    "cash out usdc from my wallet to my euro bank account",
+    "before accepting this usdc deposit, check the sender",
+    "schedule recurring monthly usdc payouts to contractors",
+    "best route to swap 500 xlm into usdc",
+    "how much xlm and usdc does this account hold",
+    "a stranger wants to pay us in usdc",
+    # extensions as the topic
+    "verify a tpm attestation",
+    "check the rate limit of my github token",
+    "a rate limiter for my api",
     "mainnet",  # a single word is still a network: kept as a positive check below
 ]
 

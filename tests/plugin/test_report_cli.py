@@ -95,3 +95,26 @@ def test_history_grows_by_full_runs_only(pytester: pytest.Pytester) -> None:
     assert "History (2 full runs)" in page
     pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "--search-eval-history=off")
     assert len(history.read(path).entries) == 2
+
+
+def test_report_shows_the_no_result_trade_off_from_the_targets_confidence(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plugin_helpers import read_report
+
+    make_project(pytester)
+    monkeypatch.setenv("SEARCHEVAL_FAKE", "confidence")
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
+    report = read_report(pytester)
+    curve = report["no_result_tradeoff"]["hybrid"]
+    assert curve["threshold"] == 0.5 and curve["n_unanswerable"] >= 1
+    at = curve["at_threshold"]
+    assert at["caught"] == curve["n_unanswerable"]  # 'unicorn rentals' shares no word
+    line = next(x for x in result.outlines if x.startswith("no-result trade-off (hybrid"))
+    assert f"at threshold 0.5 catches {at['caught']}/{curve['n_unanswerable']}" in line
+    page = (pytester.path / "searcheval-report" / "report.html").read_text()
+    assert "<h2>No-result trade-off</h2>" in page
+    assert (
+        "no-result trade-off (hybrid"
+        in (pytester.path / "searcheval-report" / "report.md").read_text()
+    )

@@ -81,7 +81,7 @@ def test_cases_have_stable_unique_ids(coll: Collection) -> None:
         "duplicate-resistance": 4,
         "deletion-isolation": 3,
         "filter-conformance": 4,
-        "constraint-extraction": 6,
+        "constraint-extraction": 7,
     }
     assert "filter-monotonicity-q021" in first
     assert "filter-conformance-c03" in first
@@ -149,9 +149,10 @@ def test_every_invariant_holds_on_the_correct_memory_target(
     failed = {k: o.message for k, o in results.items() if o.status == "failed"}
     assert failed == {}
     skipped = {k: o.message for k, o in results.items() if o.status == "skipped"}
-    # No query of the fixture labels a scheme; everything else ran.
-    assert list(skipped) == ["constraint-extraction-scheme"]
+    # No query of the fixture labels a scheme or an extension; everything else ran.
+    assert list(skipped) == ["constraint-extraction-scheme", "constraint-extraction-extension"]
     assert "no query of the split labels scheme" in skipped["constraint-extraction-scheme"]
+    assert "labels extension" in skipped["constraint-extraction-extension"]
 
 
 def test_mutating_invariants_skip_on_a_read_only_target(
@@ -165,7 +166,7 @@ def test_mutating_invariants_skip_on_a_read_only_target(
         if o.invariant in mutating or case_id == "known-item-stability-reindex":
             assert o.status == "skipped", case_id
             assert "not a MutableTarget" in o.message
-        elif case_id != "constraint-extraction-scheme":
+        elif case_id not in ("constraint-extraction-scheme", "constraint-extraction-extension"):
             assert o.status == "passed", (case_id, o.message)
 
 
