@@ -308,6 +308,7 @@ def test_step_summary_is_appended(
     assert "| hybrid |" in text
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_help_lists_options_subprocess() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"],
