@@ -1,7 +1,6 @@
 """Per-request latency of the reference engine, per profile (not a timed test).
 
     python benchmarks/bench_engine.py                      # shipped catalog (or 500 synthetic docs)
-    python benchmarks/bench_engine.py --large 100000       # plus a 100k-document HNSW corpus
     python benchmarks/bench_engine.py --collection PATH --rounds 5 --json out.json
 
 For each profile: p50/p95/p99 of in-process ``Engine.search`` wall time over every query x
@@ -9,34 +8,30 @@ rounds, (a) with the query-embedding cache (warm: the steady state of a service)
 without it (``embedder.read_cache = False``: every request encodes its query). The lexical
 profile never embeds, so it has one row.
 
-The large corpus is synthetic: Zipf-distributed pseudo-words (so posting lists look like a real
-vocabulary) for BM25F, and document vectors that are NOT model outputs: clustered unit vectors
-(1000 random centres + noise, seeded by document number), because encoding 100k documents with
-MiniLM on a shared 2-core machine ran at about 10 documents/s (measured), hours per run. Query
-vectors do come from the real model, so per-request latency includes real query encoding; HNSW
-recall@10 against the exact scan is measured on these vectors and reported.
+Every row is also given against two peers measured in the same run: one ``SELECT 1`` through
+the engine's connection pool (the floor of any search) and one query encoded by the model
+alone (what a cold request adds). The 100,000-listing catalog with real vectors is
+benchmarks/bench_100k.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import datetime
 import json
 import os
-import random
+import platform
+import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pytest_searcheval.collection.model import Collection, Document, Query
+from pytest_searcheval.collection.model import Collection
 from pytest_searcheval.engine.core import Engine, EngineSettings
-from pytest_searcheval.engine.dense import DenseParams
-from pytest_searcheval.engine.embed import Embedder
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,92 +94,66 @@ def run_profiles(engine: Engine, queries: list[str], rounds: int) -> list[dict[s
     return rows
 
 
-def print_rows(title: str, rows: list[dict[str, Any]]) -> None:
+def peers(engine: Engine, queries: list[str]) -> dict[str, float]:
+    """Medians, in ms, of one ``SELECT 1`` through the pool and of encoding one query."""
+    trips: list[float] = []
+    for _ in range(max(50, len(queries))):
+        t0 = time.perf_counter()
+        with engine.schema.connection() as conn:
+            conn.execute("SELECT 1").fetchone()
+        trips.append((time.perf_counter() - t0) * 1000.0)
+    engine.embedder.encode(queries[:1])
+    encodes: list[float] = []
+    for q in queries:
+        t0 = time.perf_counter()
+        engine.embedder.encode([q])
+        encodes.append((time.perf_counter() - t0) * 1000.0)
+    return {
+        "select_1_ms": round(statistics.median(trips), 3),
+        "encode_one_ms": round(statistics.median(encodes), 3),
+    }
+
+
+def print_rows(title: str, rows: list[dict[str, Any]], peer: dict[str, float]) -> None:
     print(f"\n## {title}")
-    print(f"{'profile':<15} {'q-cache':<8} {'n':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
+    print(
+        f"peers: SELECT 1 through the pool {peer['select_1_ms']:.2f} ms,"
+        f" encode one query {peer['encode_one_ms']:.2f} ms (medians)"
+    )
+    print(
+        f"{'profile':<15} {'q-cache':<8} {'n':>6} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"
+        f" {'p50/SELECT 1':>13} {'p50/encode':>11}"
+    )
     for r in rows:
         if "unavailable" in r:
             print(f"{r['profile']:<15} unavailable: {r['unavailable']}")
             continue
         print(
             f"{r['profile']:<15} {r['query_cache']:<8} {r['n']:>6} {r['p50']:>8.2f}"
-            f" {r['p95']:>8.2f} {r['p99']:>8.2f}"
+            f" {r['p95']:>8.2f} {r['p99']:>8.2f} {r['p50'] / peer['select_1_ms']:>12.1f}x"
+            f" {r['p50'] / peer['encode_one_ms']:>10.2f}x"
         )
-
-
-# --- the large synthetic corpus -------------------------------------------------------------
-
-_SYLLABLES = [
-    "ka", "lo", "mi", "ren", "tor", "vex", "sa", "dun", "pil", "qua", "zor", "bel", "nim",
-    "ost", "gra", "fen", "hul", "jet", "wim", "yar",
-]  # fmt: skip
-
-
-def zipf_vocabulary(size: int, rng: random.Random) -> list[str]:
-    words: set[str] = set()
-    while len(words) < size:
-        words.add("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4))))
-    return sorted(words)
-
-
-class ClusteredDocEmbedder(Embedder):
-    """The real embedder for queries (<= 8 texts a call); synthetic vectors for bulk calls."""
-
-    centres: Any = None
-
-    def embed(self, texts: Sequence[str]) -> list[Any]:
-        if len(texts) <= self.small_batch:
-            return super().embed(texts)
-        if self.centres is None:
-            rng = np.random.default_rng(5)
-            self.centres = rng.standard_normal((1000, self.dimensions)).astype(np.float32)
-        out: list[Any] = []
-        for text in texts:
-            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-            rng = np.random.default_rng(seed)
-            vec = self.centres[seed % 1000] + 0.6 * rng.standard_normal(self.dimensions)
-            out.append((vec / np.linalg.norm(vec)).astype(np.float32))
-        return out
-
-
-def large_collection(n_docs: int, n_queries: int, seed: int = 11) -> Collection:
-    """``n_docs`` generic documents: 40 Zipf(1.1) words over a 30k vocabulary, 8-word titles."""
-    rng = random.Random(seed)
-    vocab = zipf_vocabulary(30_000, rng)
-    weights = [1.0 / (rank + 1) ** 1.1 for rank in range(len(vocab))]
-    docs: dict[str, Document] = {}
-    for i in range(n_docs):
-        words = rng.choices(vocab, weights=weights, k=40)
-        doc_id = f"d{i:06d}"
-        docs[doc_id] = Document(
-            doc_id,
-            " ".join(words[:8]),
-            " ".join(words[8:]),
-            {},
-            None,
-            {"liveness": "live", "settlements": rng.randint(0, 5000)},
-        )
-    queries: dict[str, Query] = {}
-    mid = vocab[200:8000]
-    for n in range(n_queries):
-        qid = f"q{n:04d}"
-        queries[qid] = Query(qid, " ".join(rng.sample(mid, rng.randint(2, 4))), "paraphrase", "dev")
-    return Collection(documents=docs, queries=queries, judgments={})
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collection", type=Path, default=None)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--large", type=int, default=0, help="documents of the HNSW corpus")
-    parser.add_argument("--large-queries", type=int, default=200)
     parser.add_argument("--reranker", default=os.environ.get("SEARCHEVAL_RERANKER"))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
 
     from pytest_searcheval.engine import db
 
-    report: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+    report: dict[str, Any] = {
+        "date": datetime.date.today().isoformat(),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+            "load_average": os.getloadavg()[0],
+        },
+    }
     server = db.open_server()
     try:
         collection, name = load_collection(args.collection)
@@ -196,36 +165,18 @@ def main(argv: list[str] | None = None) -> int:
         with Engine.start(collection, dsn=server.dsn, settings=settings) as engine:
             start_s = time.perf_counter() - t0
             rows = run_profiles(engine, queries, args.rounds)
+            peer = peers(engine, queries)
             info = engine.describe()
         title = f"{name}: {len(collection.documents)} docs, {len(queries)} queries"
         print(f"engine start (schema, index, embeddings from cache): {start_s:.2f} s")
-        print_rows(title, rows)
-        report["catalog"] = {"name": title, "start_seconds": start_s, "rows": rows}
+        print(
+            f"{report['date']} {report['machine']['cpus']} cpus,"
+            f" load {report['machine']['load_average']:.1f}"
+        )
+        print_rows(title, rows, peer)
+        report["catalog"] = {"name": title, "start_seconds": start_s, "rows": rows, "peers": peer}
         report["model"] = info["model"]
 
-        if args.large:
-            big = large_collection(args.large, args.large_queries)
-            settings = EngineSettings(dense=DenseParams(exact_below=20_000), recall_sample=100)
-            t0 = time.perf_counter()
-            embedder = ClusteredDocEmbedder()
-            with Engine.start(big, dsn=server.dsn, settings=settings, embedder=embedder) as engine:
-                start_s = time.perf_counter() - t0
-                big_queries = [q.text for q in big.queries.values()]
-                rows = run_profiles(engine, big_queries, 1)
-                info = engine.describe()
-            title = f"synthetic {args.large} docs (HNSW), {len(big_queries)} queries"
-            print(
-                f"\nlarge corpus start {start_s:.1f} s; timings {info['timings']};"
-                f" HNSW recall {info['dense']['hnsw_recall']}"
-            )
-            print_rows(title, rows)
-            report["large"] = {
-                "name": title,
-                "start_seconds": start_s,
-                "timings": info["timings"],
-                "hnsw_recall": info["dense"]["hnsw_recall"],
-                "rows": rows,
-            }
     finally:
         server.stop()
     if args.json:

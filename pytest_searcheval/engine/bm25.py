@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg import Connection, sql
 
@@ -56,8 +56,8 @@ class BM25FParams:
         return names, [self.weights[f] for f in names], [self.b.get(f, 0.75) for f in names]
 
 
-@dataclass(frozen=True)
-class LexicalHit:
+class LexicalHit(NamedTuple):
+    # A tuple: a hybrid query on an exact-scan catalog builds one per matching document.
     doc_id: str
     score: float
     matched_idf: float
@@ -164,6 +164,6 @@ def search(
     }
     if candidate_params:
         bind.update(candidate_params)
-    rows = conn.execute(query, bind).fetchall()
-    hits = [LexicalHit(str(d), float(s), float(m)) for d, s, m in rows]
+    rows = conn.execute(query, bind, binary=True).fetchall()
+    hits = [LexicalHit(d, s, m) for d, s, m in rows]
     return hits, total_idf

@@ -26,6 +26,8 @@ class Catalog:
         self.titles = title.TitleIndex()
         self.groups = dedup.DuplicateGroups()
         self.stuffing: dict[str, float] = {}
+        #: the listings whose stuffing penalty is above 0 (what fusion has to multiply)
+        self.penalized: dict[str, float] = {}
         #: order in which each id was first indexed (kept across reindex): the collapse tie-break
         self.seq: dict[str, int] = {}
         self.priors: dict[str, float] = {}
@@ -74,7 +76,12 @@ class Catalog:
         unit embeddings of the ids it is asked for."""
         for doc in docs:
             self.seq.setdefault(doc.id, len(self.seq))
-            self.stuffing[doc.id] = dedup.stuffing_penalty(doc.title, doc.text, params)
+            penalty = dedup.stuffing_penalty(doc.title, doc.text, params)
+            self.stuffing[doc.id] = penalty
+            if penalty > 0:
+                self.penalized[doc.id] = penalty
+            else:
+                self.penalized.pop(doc.id, None)
         if not params.collapse:
             return
         self.groups.update([d.id for d in docs], {d.id: d.title for d in docs}, vectors, params)
@@ -98,6 +105,7 @@ class Catalog:
         self.titles.clear()
         self.groups.clear()
         self.stuffing.clear()
+        self.penalized.clear()
 
     def copy(self) -> Catalog:
         """An independent copy for a cloned engine, with fresh priors and empty memos."""
@@ -107,6 +115,7 @@ class Catalog:
         other.titles = self.titles.copy()
         other.groups = self.groups.copy()
         other.stuffing = dict(self.stuffing)
+        other.penalized = dict(self.penalized)
         other.seq = dict(self.seq)
         other.refresh()
         return other

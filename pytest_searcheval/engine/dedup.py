@@ -232,9 +232,17 @@ class DuplicateGroups:
         """Each group once, as its representative with the group's best score."""
         if not self.rep:
             return list(ranked)
+        best = self.collapse_scores(dict(ranked))
+        return sorted(best.items(), key=lambda item: (-item[1], item[0]))
+
+    def collapse_scores(self, scores: dict[str, float]) -> dict[str, float]:
+        """:meth:`collapse` of unordered scores (``scores`` itself when no group exists)."""
+        if not self.rep:
+            return scores
+        rep = self.rep
         best: dict[str, float] = {}
-        for d, s in ranked:
-            r = self.rep.get(d, d)
+        for d, s in scores.items():
+            r = rep.get(d, d)
             if s > best.get(r, -math.inf):
                 best[r] = s
-        return sorted(best.items(), key=lambda item: (-item[1], item[0]))
+        return best

@@ -1,8 +1,8 @@
 """Dense retrieval in pgvector: exact scan for small catalogs, HNSW above a size threshold.
 
 Score = cosine similarity = ``1 - (embedding <=> query)`` (vectors are L2-normalised).
-Exact search disables index scans for the statement's transaction, so the ``ORDER BY <=>``
-is a sequential scan + top-k sort (exact by construction). HNSW search sets
+Exact search orders by ``(embedding <=> query) + 0``, which no index can serve, so the plan is
+a sequential scan + top-k sort (exact by construction). HNSW search sets
 ``hnsw.ef_search`` and, with a hard-filter candidate set, ``hnsw.iterative_scan =
 relaxed_order`` (pgvector >= 0.8) so filtered queries still fill ``limit`` results.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -34,8 +34,8 @@ class DenseParams:
     build_memory: str = "512MB"
 
 
-@dataclass(frozen=True)
-class DenseHit:
+class DenseHit(NamedTuple):
+    # A tuple: a hybrid query on an exact-scan catalog builds one per document.
     doc_id: str
     score: float
 
@@ -111,27 +111,28 @@ def search(
     candidates: sql.Composable | None = None,
     candidate_params: Mapping[str, Any] | None = None,
 ) -> list[DenseHit]:
-    """Top ``limit`` documents by cosine. Must run inside a transaction (settings are LOCAL)."""
-    if exact:
-        conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
-    else:
+    """Top ``limit`` documents by cosine. Must run inside a transaction (settings are LOCAL).
+
+    Exact search orders by ``distance + 0``: an expression no index matches, so the plan is a
+    scan and a top-k sort whatever indexes exist, with no setting to change first (the same
+    order as the distance itself: adding 0.0 changes no float8)."""
+    if not exact:
         conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
         if candidates is not None:
             conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
     where: sql.Composable = sql.SQL("")
     if candidates is not None:
         where = sql.SQL("WHERE e.doc_id IN ({})").format(candidates)
+    distance = sql.SQL("(e.embedding <=> %(qv)b) + 0" if exact else "e.embedding <=> %(qv)b")
     query_sql = sql.SQL(
         "SELECT e.doc_id, 1 - (e.embedding <=> %(qv)b) AS score FROM embeddings e {}"
-        " ORDER BY e.embedding <=> %(qv)b, e.doc_id LIMIT %(limit)s"
-    ).format(where)
+        " ORDER BY {}, e.doc_id LIMIT %(limit)s"
+    ).format(where, distance)
     bind: dict[str, Any] = {"qv": np.asarray(query, dtype=np.float32), "limit": limit}
     if candidate_params:
         bind.update(candidate_params)
-    rows = conn.execute(query_sql, bind).fetchall()
-    if exact:
-        conn.execute("SELECT set_config('enable_indexscan', 'on', true)")
-    return [DenseHit(str(d), float(s)) for d, s in rows]
+    rows = conn.execute(query_sql, bind, binary=True).fetchall()
+    return [DenseHit(d, s) for d, s in rows]
 
 
 @dataclass(frozen=True)

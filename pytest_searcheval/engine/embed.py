@@ -112,7 +112,6 @@ class Embedder:
         self.model_id = model_id
         self.batch_size = batch_size
         self.batch_threads = batch_threads or max(1, min(4, os.cpu_count() or 1))
-        self.small_batch = 8
         self.cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
         self.stats = EmbeddingStats()
         self._lock = threading.Lock()
@@ -307,35 +306,66 @@ class Embedder:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             started = time.perf_counter()
+            import torch
             from sentence_transformers import SentenceTransformer
 
+            # One intra-op thread, always; bulk encoding runs batches on batch_threads worker
+            # threads instead. OpenMP's threads wait for each other at every operator: on a
+            # shared 2-core machine one descheduled thread stalls the other, and a query with
+            # two threads was 15x slower, bulk encoding 1.5x slower per text (measured).
+            torch.set_num_threads(1)
             self._model = SentenceTransformer(str(self.model_path), device="cpu")
             self.load_seconds = time.perf_counter() - started
         return self._model
 
-    def _encode(self, texts: list[str]) -> list[Vector | None]:
-        model = self._load()
+    def _forward(self, features: dict[str, Any]) -> Any:
+        """One tokenized batch -> L2-normalised float32 rows (what ``model.encode`` computes
+        per batch)."""
         import torch
 
-        # One query is a few small matmuls: extra intra-op threads only add wake-up cost, and on a
-        # busy 2-core machine spinning OpenMP workers made one query 15x slower (measured).
-        torch.set_num_threads(1 if len(texts) <= self.small_batch else self.batch_threads)
+        with torch.inference_mode():
+            out = self._model(features)["sentence_embedding"]
+            return torch.nn.functional.normalize(out, p=2, dim=1).float().numpy()
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Encode ``texts`` (no cache): an ``(n, dimensions)`` float32 array in input order.
+
+        Texts are sorted by length so that each batch of ``batch_size`` pads little, tokenized
+        on this thread (a fast tokenizer must not be shared between threads), and the batches
+        run on ``batch_threads`` threads with one torch thread each (torch releases the GIL).
+        """
+        model = self._load()
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        batches = [
+            [texts[i] for i in order[start : start + self.batch_size]]
+            for start in range(0, len(order), self.batch_size)
+        ]
+        # ``preprocess`` since sentence-transformers 5.x; ``tokenize`` before (and deprecated)
+        tokenize = getattr(model, "preprocess", None) or model.tokenize
+        features = [tokenize(batch) for batch in batches]
+        if len(features) == 1 or self.batch_threads == 1:
+            rows = [self._forward(f) for f in features]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            workers = min(self.batch_threads, len(features))
+            with ThreadPoolExecutor(workers, thread_name_prefix="searcheval-encode") as pool:
+                rows = list(pool.map(self._forward, features))
+        out = np.empty((len(texts), rows[0].shape[1]), dtype=np.float32)
+        out[order] = np.concatenate(rows)
+        return out
+
+    def _encode(self, texts: list[str]) -> list[Vector | None]:
         try:
-            arr = model.encode(
-                texts,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-            return [np.asarray(row, dtype=np.float32) for row in arr]
+            return list(self.encode(texts))
         except Exception:
             # A batch failure must not hide which text failed: retry one by one.
             out: list[Vector | None] = []
             for text in texts:
                 try:
-                    row = model.encode([text], normalize_embeddings=True, convert_to_numpy=True)
-                    out.append(np.asarray(row[0], dtype=np.float32))
+                    out.append(self.encode([text])[0])
                 except Exception:
                     out.append(None)
             return out
@@ -376,6 +406,8 @@ class Embedder:
             self.stats.cache_hits += len(keys) - len(todo)
             self.stats.cache_misses += len(todo)
             text_of = dict(zip(keys, texts, strict=True))
+            # Shortest first across chunks too, so every batch holds texts of like length.
+            todo.sort(key=lambda k: len(text_of[k]))
             # Commit every chunk, so an interrupted bulk run keeps what it already encoded.
             for start in range(0, len(todo), 2048):
                 chunk = todo[start : start + 2048]

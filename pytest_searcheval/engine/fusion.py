@@ -137,7 +137,31 @@ def rrf(
     title_match: Mapping[str, float] | None = None,
     coverage: Mapping[str, float] | None = None,
 ) -> list[tuple[str, float]]:
-    """Fused (doc_id, score) pairs, best first; ties broken by doc id for determinism.
+    """Fused (doc_id, score) pairs, best first; ties broken by doc id for determinism
+    (:func:`rrf_scores`, ranked by :func:`best_first`)."""
+    return best_first(
+        rrf_scores(
+            rankings, params, priors, depth=depth, title_match=title_match, coverage=coverage
+        )
+    )
+
+
+def best_first(scores: Mapping[str, float]) -> list[tuple[str, float]]:
+    """``(doc_id, score)`` by score descending, then doc id: a total order, so the ranking
+    depends on the scores alone, never on the order they were computed in."""
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def rrf_scores(
+    rankings: Mapping[str, Sequence[str]],
+    params: FusionParams,
+    priors: Mapping[str, float] | None = None,
+    *,
+    depth: int | None = None,
+    title_match: Mapping[str, float] | None = None,
+    coverage: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Fused score of every document with a signal (unordered).
 
     Each list contributes its first ``max(params.depth, depth)`` entries (``depth``: the
     caller's candidate depth, so that filters applied after fusion still find their listings).
@@ -173,4 +197,4 @@ def rrf(
         eps = params.prior_eps
         for doc_id in scores:
             scores[doc_id] += eps * priors.get(doc_id, 0.0)
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return scores

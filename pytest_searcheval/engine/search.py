@@ -207,7 +207,7 @@ def order(engine: Engine, p: Plan, lists: Lists) -> tuple[Ranking, dict[str, flo
         return [(h.doc_id, h.score) for h in lists.lexical], {}
     if p.profile == "semantic":
         return [(h.doc_id, h.score) for h in lists.dense], {}
-    ranked = fusion.rrf(
+    scores = fusion.rrf_scores(
         {
             "lexical": [h.doc_id for h in lists.lexical],
             "semantic": [h.doc_id for h in lists.dense],
@@ -218,7 +218,7 @@ def order(engine: Engine, p: Plan, lists: Lists) -> tuple[Ranking, dict[str, flo
         title_match=title_match(engine, p.query.text, lists),
         coverage=lexical_coverage(lists),
     )
-    ranked = adversarial(engine, ranked)
+    ranked = fusion.best_first(adversarial(engine, scores))
     if p.profile != "hybrid_rerank":
         return ranked, {}
     docs = engine.catalog.docs
@@ -247,18 +247,21 @@ def title_match(engine: Engine, text: str, lists: Lists) -> dict[str, float] | N
     )
 
 
-def adversarial(engine: Engine, ranked: Ranking) -> Ranking:
-    """Stuffing penalty, then near-duplicate collapse (engine/dedup.py); both pointwise in
-    the listing, applied before any restriction so that filters and deletes only remove."""
+def adversarial(engine: Engine, scores: dict[str, float]) -> dict[str, float]:
+    """Stuffing penalty, then near-duplicate collapse (engine/dedup.py) of the fused scores;
+    both pointwise in the listing, applied before any restriction so that filters and deletes
+    only remove. ``scores`` is changed in place; the result is ranked once, afterwards (a
+    listing without a penalty keeps its score exactly: ``s * (1 - w * 0) == s``)."""
     params = engine.settings.dedup
     catalog = engine.catalog
     if params.stuffing_weight > 0:
         weight = params.stuffing_weight
-        ranked = [(d, s * (1.0 - weight * catalog.stuffing.get(d, 0.0))) for d, s in ranked]
-        ranked.sort(key=lambda item: (-item[1], item[0]))
+        for d, penalty in catalog.penalized.items():
+            if d in scores:
+                scores[d] *= 1.0 - weight * penalty
     if params.collapse:
-        ranked = catalog.groups.collapse(ranked)
-    return ranked
+        scores = catalog.groups.collapse_scores(scores)
+    return scores
 
 
 def restrict_ranking(

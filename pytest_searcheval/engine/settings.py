@@ -44,7 +44,10 @@ class EngineSettings:
     model_path: str | None = None
     cache_dir: str | None = None
     embed_batch: int = 64
-    pool_max: int = 4
+    #: connections of the engine's pool; a fused query holds two at once (its lexical half
+    #: runs beside the dense one), and the HTTP service runs at most this many requests at a
+    #: time. 4 served two hybrid queries at a time and capped 16 clients (docs/performance.md).
+    pool_max: int = 8
     #: seconds a request waits for a database connection before it answers 503 (None:
     #: ``$SEARCHEVAL_DB_WAIT``, else 1 s)
     db_wait_seconds: float | None = None
