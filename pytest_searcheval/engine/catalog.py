@@ -8,11 +8,12 @@ memos (document frequencies, filter results) that every write invalidates.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_searcheval.collection.model import Document
 from pytest_searcheval.engine import dedup, fusion, title
+from pytest_searcheval.engine.postings import Postings
 
 FilterKey = tuple[tuple[str, str], ...]
 
@@ -35,6 +36,9 @@ class Catalog:
         self.filter_cache: dict[FilterKey, frozenset[str]] = {}
         #: every indexed id in order (what ``Engine.list_resources`` pages through), until a write
         self.sorted_ids: list[str] | None = None
+        #: the postings in memory: what BM25F ranks from at or above ``exact_below``
+        #: (engine/postings.py); replaced, never changed, by a write
+        self.postings = Postings()
 
     def __len__(self) -> int:
         return len(self.docs)
@@ -56,6 +60,13 @@ class Catalog:
             self.docs[doc.id] = doc
             self.titles.add(doc.id, doc.title)
             self.tombstones.discard(doc.id)
+
+    def index_postings(self, rows: Sequence[tuple[str, Mapping[str, Mapping[str, int]]]]) -> None:
+        """Add the postings ``documents.write_rows`` wrote. Searches read the postings without a
+        lock, so a write fills a copy and swaps it in (one reference assignment)."""
+        fresh = self.postings.copy() if len(self.postings) else Postings()
+        fresh.add(rows)
+        self.postings = fresh
 
     def refresh(self) -> None:
         """Recompute the priors and drop the memos. Every write path that changes statistics
@@ -106,6 +117,7 @@ class Catalog:
         self.groups.clear()
         self.stuffing.clear()
         self.penalized.clear()
+        self.postings = Postings()
 
     def copy(self) -> Catalog:
         """An independent copy for a cloned engine, with fresh priors and empty memos."""
@@ -116,6 +128,7 @@ class Catalog:
         other.groups = self.groups.copy()
         other.stuffing = dict(self.stuffing)
         other.penalized = dict(self.penalized)
+        other.postings = self.postings.copy()
         other.seq = dict(self.seq)
         other.refresh()
         return other

@@ -24,6 +24,7 @@ import os
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -262,25 +263,39 @@ class Engine:
         t1 = time.perf_counter()
         with self._write_lock, self.schema.connection() as conn:
             with conn.transaction():
-                self._write(conn, docs, vectors)
+                written = self._write(conn, docs, vectors)
             t2 = time.perf_counter()
-            self._after_write(conn, docs)
+            self._after_write(conn, docs, written)
         self.timings.update(
             embed_seconds=t1 - t0, write_seconds=t2 - t1, index_seconds=time.perf_counter() - t0
         )
 
     def _write(
         self, conn: psycopg.Connection[Any], docs: Sequence[Document], vectors: Sequence[Any]
-    ) -> None:
-        """The rows of ``docs`` and fresh statistics, inside the caller's transaction."""
+    ) -> list[tuple[str, dict[str, Counter[str]]]]:
+        """The rows of ``docs`` and fresh statistics, inside the caller's transaction; returns
+        the postings written, for the in-memory copy."""
+        written: list[tuple[str, dict[str, Counter[str]]]] = []
         documents.write_rows(
-            conn, docs, vectors, assets=self.assets, model_id=self.embedder.model_id
+            conn,
+            docs,
+            vectors,
+            assets=self.assets,
+            model_id=self.embedder.model_id,
+            postings=written,
         )
         documents.refresh_stats(conn)
+        return written
 
-    def _after_write(self, conn: psycopg.Connection[Any], docs: Sequence[Document]) -> None:
+    def _after_write(
+        self,
+        conn: psycopg.Connection[Any],
+        docs: Sequence[Document],
+        written: Sequence[tuple[str, Mapping[str, Mapping[str, int]]]],
+    ) -> None:
         """The in-memory catalog and the dense index follow the committed rows of ``docs``."""
         self.catalog.add(docs)
+        self.catalog.index_postings(written)
         self.catalog.refresh()
         self.catalog.index_adversarial(
             docs, self.settings.dedup, lambda ids: dense.stored_unit_vectors(conn, ids)
@@ -311,8 +326,8 @@ class Engine:
         with self._write_lock, self.schema.connection() as conn:
             with conn.transaction():
                 conn.execute("DELETE FROM documents WHERE id = %s", (doc.id,))
-                self._write(conn, [doc], vec)
-            self._after_write(conn, [doc])
+                written = self._write(conn, [doc], vec)
+            self._after_write(conn, [doc], written)
 
     def delete(self, doc_id: str) -> bool:
         """Tombstone a document: gone from every result at once. True if it was live.
@@ -352,8 +367,9 @@ class Engine:
             with self.schema.connection() as conn:
                 with conn.transaction():
                     conn.execute("DELETE FROM documents")
-                    self._write(conn, docs, vectors)
+                    written = self._write(conn, docs, vectors)
                     fresh.add(docs)
+                    fresh.index_postings(written)
                     fresh.refresh()
                     fresh.index_adversarial(
                         docs,

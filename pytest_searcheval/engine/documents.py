@@ -8,6 +8,7 @@ The rows of one document go to ``documents``, ``payment_options`` (x402 options)
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -76,8 +77,10 @@ def write_rows(
     *,
     assets: Sequence[Asset],
     model_id: str,
+    postings: list[tuple[str, dict[str, Counter[str]]]] | None = None,
 ) -> None:
-    """COPY every row of ``docs`` (and their ``vectors``, None where encoding failed)."""
+    """COPY every row of ``docs`` (and their ``vectors``, None where encoding failed).
+    ``postings`` receives each document's ``(id, {field: term frequencies})`` as written."""
     if not docs:
         return
     with conn.cursor() as cur:
@@ -118,6 +121,8 @@ def write_rows(
         with cur.copy("COPY terms (doc_id, field, term, tf) FROM STDIN") as cp:
             for d in docs:
                 per_field = index.field_terms(index.field_texts(d.title, d.text, d.fields, d.x402))
+                if postings is not None:
+                    postings.append((d.id, per_field))
                 for fname, counts in per_field.items():
                     lengths.append((d.id, fname, sum(counts.values())))
                     for term, tf in counts.items():

@@ -74,21 +74,30 @@ def satisfying(
     """
     if not ids:
         return set()
-    fragment, params = x402.to_sql(applied, doc="d", prefix="xf_")
     if exact:
-        key = tuple(sorted(applied.to_dict().items()))
-        found = catalog.filter_cache.get(key)
-        if found is None:
-            query = sql.SQL("SELECT d.id FROM documents d WHERE ") + sql.SQL(fragment)
-            with schema.connection() as conn:
-                found = frozenset(str(r[0]) for r in conn.execute(query, params).fetchall())
-            if len(catalog.filter_cache) >= FILTER_MEMO_SIZE:
-                catalog.filter_cache = {}
-            catalog.filter_cache[key] = found
-        return set(found)
+        return set(every_satisfying(applied, schema=schema, catalog=catalog))
+    fragment, params = x402.to_sql(applied, doc="d", prefix="xf_")
     query = sql.SQL("SELECT d.id FROM documents d WHERE d.id = ANY(%(xf_ids)s) AND ") + (
         sql.SQL(fragment)
     )
     with schema.connection() as conn:
         rows = conn.execute(query, {**params, "xf_ids": list(ids)}).fetchall()
     return {str(r[0]) for r in rows}
+
+
+def every_satisfying(
+    applied: x402.Filters, *, schema: IsolatedSchema | RolledBackSchema, catalog: Catalog
+) -> frozenset[str]:
+    """Every indexed id whose listing satisfies ``applied``: the predicate evaluated once over
+    every listing, memoised per filter combination until the next write."""
+    key = tuple(sorted(applied.to_dict().items()))
+    found = catalog.filter_cache.get(key)
+    if found is None:
+        fragment, params = x402.to_sql(applied, doc="d", prefix="xf_")
+        query = sql.SQL("SELECT d.id FROM documents d WHERE ") + sql.SQL(fragment)
+        with schema.connection() as conn:
+            found = frozenset(str(r[0]) for r in conn.execute(query, params).fetchall())
+        if len(catalog.filter_cache) >= FILTER_MEMO_SIZE:
+            catalog.filter_cache = {}
+        catalog.filter_cache[key] = found
+    return found

@@ -71,6 +71,7 @@ class EngineSettings:
                 "prior_gamma": self.fusion.prior_gamma,
                 "depth": self.fusion.depth,
                 "candidate_depth": self.fusion.candidate_depth,
+                "deep_candidate_depth": self.fusion.deep_candidate_depth,
                 "title_weight": self.fusion.title_weight,
                 "title_threshold": self.fusion.title_threshold,
                 "title_depth": self.fusion.title_depth,

@@ -1,0 +1,174 @@
+"""The in-memory BM25F (engine/postings.py) against the SQL statement (engine/bm25.py): the
+same documents, order, rounded scores and idf, on the shipped catalog, with hard filters,
+after upserts, deletes and a re-index, and through the engine above ``exact_below``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_searcheval.collection import load
+from pytest_searcheval.collection.model import Collection
+from pytest_searcheval.engine import bm25, index, restrict, x402
+from pytest_searcheval.engine.core import Engine, EngineSettings
+from pytest_searcheval.engine.dense import DenseParams
+from pytest_searcheval.engine.postings import pg_round9, pg_round9_array
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from embedding_doubles import HashEmbedder  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def shipped() -> Collection:
+    return load(ROOT)
+
+
+@pytest.fixture(scope="module")
+def engine(pg_server: Any, shipped: Collection, tmp_path_factory: Any) -> Iterator[Engine]:
+    embedder = HashEmbedder(cache_dir=tmp_path_factory.mktemp("cache"))
+    settings = EngineSettings(no_result={})
+    with Engine.start(shipped, dsn=pg_server.dsn, settings=settings, embedder=embedder) as eng:
+        yield eng
+
+
+def both(
+    eng: Engine, text: str, limit: int, applied: x402.Filters | None = None
+) -> tuple[tuple[list[bm25.LexicalHit], float], tuple[list[bm25.LexicalHit], float]]:
+    terms = index.query_terms(text)
+    candidates, params = restrict.candidate_query(applied) if applied else (None, {})
+    with eng.schema.connection() as conn, conn.transaction():
+        sql_side = bm25.search(
+            conn,
+            terms,
+            eng.settings.bm25,
+            n_docs=len(eng.catalog),
+            limit=limit,
+            candidates=candidates,
+            candidate_params=params,
+        )
+    allowed = (
+        restrict.every_satisfying(applied, schema=eng.schema, catalog=eng.catalog)
+        if applied
+        else None
+    )
+    memory_side = eng.catalog.postings.search(
+        terms, eng.settings.bm25, n_docs=len(eng.catalog), limit=limit, allowed=allowed
+    )
+    return sql_side, memory_side
+
+
+def assert_same(
+    sql_side: tuple[list[bm25.LexicalHit], float],
+    memory_side: tuple[list[bm25.LexicalHit], float],
+    what: str,
+) -> None:
+    __tracebackhide__ = True
+    (sql_hits, sql_idf), (mem_hits, mem_idf) = sql_side, memory_side
+    assert [(h.doc_id, h.score) for h in mem_hits] == [(h.doc_id, h.score) for h in sql_hits], what
+    assert [h.matched_idf for h in mem_hits] == pytest.approx(
+        [h.matched_idf for h in sql_hits], rel=1e-12
+    ), what
+    assert mem_idf == pytest.approx(sql_idf, rel=1e-12), what
+
+
+@pytest.mark.parametrize("limit", [10, 1000])
+def test_every_shipped_query_ranks_the_same(
+    engine: Engine, shipped: Collection, limit: int
+) -> None:
+    matched = 0
+    for query in shipped.queries.values():
+        sql_side, memory_side = both(engine, query.text, limit)
+        assert_same(sql_side, memory_side, f"{query.id} {query.text!r} limit {limit}")
+        matched += bool(sql_side[0])
+    assert matched > 150  # the comparison is not vacuous
+
+
+def test_hard_filters_restrict_both_alike(engine: Engine, shipped: Collection) -> None:
+    compared = 0
+    for query in shipped.queries.values():
+        if not query.constraints:
+            continue
+        applied = x402.parse_filters(query.constraints, shipped.assets)
+        sql_side, memory_side = both(engine, query.text, 50, applied)
+        assert_same(sql_side, memory_side, f"{query.id} {query.constraints}")
+        compared += 1
+    assert compared >= 20
+
+
+def test_writes_keep_both_alike(engine: Engine, shipped: Collection) -> None:
+    queries = [q.text for q in list(shipped.queries.values())[:60]]
+    copy = engine.clone()
+    try:
+        first = next(iter(shipped.documents.values()))
+        record = {
+            "id": first.id,
+            "title": first.title + " forecast weather translation",
+            "text": "Now about currency exchange rates and geocoding addresses.",
+            "fields": first.fields,
+            "x402": first.x402,
+            "sidecar": first.sidecar,
+        }
+        copy.upsert(record)  # a changed listing: its old postings must drop out
+        copy.upsert({**record, "id": "brand-new-listing", "title": "Brand New Weather Radar"})
+        copy.delete(list(shipped.documents)[5])  # a tombstone still counts in the statistics
+        for text in queries:
+            assert_same(*both(copy, text, 200), f"after writes: {text!r}")
+        copy.reindex()
+        for text in queries:
+            assert_same(*both(copy, text, 200), f"after reindex: {text!r}")
+    finally:
+        copy.close()
+
+
+def test_the_engine_ranks_from_memory_above_exact_below(
+    pg_server: Any, shipped: Collection, engine: Engine, tmp_path: Path
+) -> None:
+    settings = EngineSettings(no_result={}, dense=DenseParams(exact_below=100), recall_sample=0)
+    embedder = HashEmbedder(cache_dir=tmp_path)
+    with Engine.start(shipped, dsn=pg_server.dsn, settings=settings, embedder=embedder) as big:
+        assert big.hnsw
+        compared = filtered = 0
+        for query in shipped.queries.values():
+            if compared >= 80 and not query.constraints:
+                continue
+            for limit in (3, 20):
+                want = engine.search(
+                    query.text, profile="lexical", limit=limit, apply_threshold=False
+                )
+                got = big.search(query.text, profile="lexical", limit=limit, apply_threshold=False)
+                assert [(r["id"], r["score"]) for r in got["results"]] == [
+                    (r["id"], r["score"]) for r in want["results"]
+                ], query.id
+                assert got["filters"] == want["filters"]
+            compared += 1
+            filtered += bool(want["filters"]["applied"])
+        assert filtered >= 20
+
+
+def test_rounding_is_postgresqls(engine: Engine) -> None:
+    values = [1.0000000005, 2.4999999995, 0.1234567895, 7.0000000004999999, 12.3456789049999]
+    values += [k * 1e-9 + 5e-10 for k in range(1, 2000, 37)]
+    values += [19.123456789 + k * 1.1e-10 for k in range(40)]
+    with engine.schema.connection() as conn:
+        rows = conn.execute(
+            "SELECT round(v::numeric, 9)::float8 FROM unnest(%s::float8[]) v", (values,)
+        ).fetchall()
+    assert [pg_round9(v) for v in values] == [r[0] for r in rows]
+    assert pg_round9_array(np.asarray(values)).tolist() == [r[0] for r in rows]
+
+
+def test_vector_rounding_is_postgresqls_on_bm25_like_scores(engine: Engine) -> None:
+    rng = np.random.default_rng(3)
+    values = np.concatenate([rng.random(3000) * 40, rng.random(1000) * 0.01])
+    with engine.schema.connection() as conn:
+        rows = conn.execute(
+            "SELECT round(v::numeric, 9)::float8 FROM unnest(%s::float8[]) v", (values.tolist(),)
+        ).fetchall()
+    assert pg_round9_array(values).tolist() == [r[0] for r in rows]
