@@ -34,6 +34,7 @@ class Catalog:
         self.priors: dict[str, float] = {}
         self.df_cache: dict[str, int] = {}
         self.filter_cache: dict[FilterKey, frozenset[str]] = {}
+        self.filter_rows: dict[str, tuple[str | None, tuple[str, ...], list[dict[str, Any]]]] = {}
         #: every indexed id in order (what ``Engine.list_resources`` pages through), until a write
         self.sorted_ids: list[str] | None = None
         #: the postings in memory: what BM25F ranks from at or above ``exact_below``
@@ -61,6 +62,25 @@ class Catalog:
             self.titles.add(doc.id, doc.title)
             self.tombstones.discard(doc.id)
 
+    def filter_facts(
+        self, doc_id: str, assets: Sequence[Any]
+    ) -> tuple[str | None, tuple[str, ...], list[dict[str, Any]]]:
+        """What ``x402.matches`` reads of a listing (its type, extensions and payment option
+        rows, as written to SQL), memoised until the next write."""
+        facts = self.filter_rows.get(doc_id)
+        if facts is None:
+            from pytest_searcheval.engine import documents, x402
+
+            doc = self.docs[doc_id]
+            doc_type = (doc.x402 or {}).get("type") if doc.x402 is not None else None
+            facts = (
+                doc_type if isinstance(doc_type, str) else None,
+                tuple(documents.extension_names(doc)),
+                x402.option_rows(doc, assets),
+            )
+            self.filter_rows[doc_id] = facts
+        return facts
+
     def index_postings(self, rows: Sequence[tuple[str, Mapping[str, Mapping[str, int]]]]) -> None:
         """Add the postings ``documents.write_rows`` wrote. Searches read the postings without a
         lock, so a write fills a copy and swaps it in (one reference assignment)."""
@@ -73,6 +93,7 @@ class Catalog:
         or options ends here (a delete changes neither: tombstones are applied separately)."""
         self.df_cache = {}
         self.filter_cache = {}
+        self.filter_rows = {}
         self.sorted_ids = None
         top = fusion.max_settlements([d.sidecar for d in self.docs.values()])
         self.priors = {i: fusion.prior_signal(d.sidecar, top) for i, d in self.docs.items()}

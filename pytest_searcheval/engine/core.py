@@ -592,7 +592,12 @@ class Engine:
         applied = x402.parse_filters(filters, self.assets)
         if applied:
             allowed = restrict.satisfying(
-                applied, ids, schema=self.schema, catalog=self.catalog, exact=not self.hnsw
+                applied,
+                ids,
+                schema=self.schema,
+                catalog=self.catalog,
+                exact=not self.hnsw,
+                assets=self.assets,
             )
             ids = [i for i in ids if i in allowed]
         docs = self.catalog.docs

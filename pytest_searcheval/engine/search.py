@@ -217,6 +217,7 @@ def retrieve(engine: Engine, p: Plan) -> Lists:
                 schema=engine.schema,
                 catalog=engine.catalog,
                 exact=False,
+                assets=engine.assets,
             )
             kept = [h for h in hits if h.doc_id in ok]
             if len(kept) >= p.depth or len(hits) < k:
@@ -326,6 +327,7 @@ def restrict_ranking(
             schema=engine.schema,
             catalog=engine.catalog,
             exact=not engine.hnsw,
+            assets=engine.assets,
         )
         ranked = [(d, s) for d, s in ranked if d in allowed]
         lists = lists.keep(allowed)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_searcheval.x402 import strkey
@@ -309,6 +309,59 @@ def to_sql(
             f"EXISTS (SELECT 1 FROM payment_options po WHERE po.doc_id = {doc}.id AND {body})"
         )
     return " AND ".join(f"({c})" for c in clauses), params
+
+
+def matches(
+    filters: Filters,
+    *,
+    doc_type: str | None,
+    extensions: Iterable[str],
+    options: Sequence[Mapping[str, Any]],
+) -> bool:
+    """:func:`to_sql`'s predicate evaluated in Python on one listing: its ``doc_type``, its
+    extension names and its :func:`option_rows`. Same semantics clause by clause (NULL never
+    equals; one option must satisfy every option-level filter; prices compared as exact
+    products), so the two agree on every listing (tests/engine/test_x402_sql.py)."""
+    if filters.type is not None and doc_type != filters.type:
+        return False
+    if filters.extension is not None and filters.extension not in set(extensions):
+        return False
+    option_level = (
+        filters.network,
+        filters.scheme,
+        filters.asset,
+        filters.recipient,
+        filters.max_price_usd,
+    )
+    if all(v is None for v in option_level):
+        return True
+    return any(_option_matches(filters, o) for o in options)
+
+
+def _option_matches(filters: Filters, o: Mapping[str, Any]) -> bool:
+    if filters.network is not None and o.get("network") != filters.network:
+        return False
+    if filters.scheme is not None and o.get("scheme") != filters.scheme:
+        return False
+    if filters.asset is not None:
+        code = o.get("asset_code")
+        if code is None or (code != filters.asset and o.get("asset") != filters.asset):
+            return False
+    if filters.recipient is not None:
+        column = "pay_to_account" if filters.recipient.startswith("G") else "pay_to"
+        if o.get(column) != filters.recipient:
+            return False
+    if filters.max_price_usd is not None:
+        amount, rate, decimals = o.get("amount"), o.get("usd_rate"), o.get("decimals")
+        if amount is None or rate is None or decimals is None:
+            return False
+        # PostgreSQL's numeric products are exact: so are these, at 200 digits (an amount has
+        # at most 78, a rate and a price a few dozen).
+        with localcontext() as ctx:
+            ctx.prec = 200
+            if Decimal(amount) * Decimal(rate) > filters.max_price_usd * Decimal(10) ** decimals:
+                return False
+    return True
 
 
 def candidate_sql(

@@ -1,6 +1,8 @@
-"""The in-memory BM25F (engine/postings.py) against the SQL statement (engine/bm25.py): the
-same documents, order, rounded scores and idf, on the shipped catalog, with hard filters,
-after upserts, deletes and a re-index, and through the engine above ``exact_below``."""
+"""What catalogs at or above ``exact_below`` compute in memory against the SQL that ranks the
+others: BM25F from the postings (engine/postings.py against engine/bm25.py: the same documents,
+order, rounded scores and idf, on the shipped catalog, with hard filters, after upserts, a
+delete and a re-index, and through the engine) and the hard-filter check (x402.matches against
+x402.to_sql, the same listings for every shipped constraint and every single filter value)."""
 
 from __future__ import annotations
 
@@ -172,3 +174,40 @@ def test_vector_rounding_is_postgresqls_on_bm25_like_scores(engine: Engine) -> N
             "SELECT round(v::numeric, 9)::float8 FROM unnest(%s::float8[]) v", (values.tolist(),)
         ).fetchall()
     assert pg_round9_array(values).tolist() == [r[0] for r in rows]
+
+
+def test_the_in_memory_filter_check_agrees_with_the_sql(
+    engine: Engine, shipped: Collection
+) -> None:
+    """HNSW catalogs check hard filters in memory (x402.matches); exact-scan ones in SQL."""
+    combos: list[dict[str, str]] = [
+        q.constraints for q in shipped.queries.values() if q.constraints
+    ]
+    options = [o for d in shipped.documents.values() for o in (d.x402 or {}).get("accepts", [])]
+    for key, values in (
+        ("network", {o["network"] for o in options}),
+        ("scheme", {o["scheme"] for o in options}),
+        ("asset", {a.code for a in shipped.assets}),
+        ("type", {"http", "mcp"}),
+        ("max_price_usd", {"0", "0.0001", "0.001", "0.005", "0.01", "0.1", "1", "2"}),
+        ("recipient", {o["payTo"] for o in options[:40]}),
+        ("extension", {"bazaar"}),
+    ):
+        combos += [{key: v} for v in sorted(values)]
+    combos += [{"network": "stellar:testnet", "asset": "USDC", "max_price_usd": "0.01"}]
+    ids = list(engine.catalog.docs)
+    nonempty = 0
+    for combo in combos:
+        applied = x402.parse_filters(combo, shipped.assets)
+        want = restrict.every_satisfying(applied, schema=engine.schema, catalog=engine.catalog)
+        got = restrict.satisfying(
+            applied,
+            ids,
+            schema=engine.schema,
+            catalog=engine.catalog,
+            exact=False,
+            assets=engine.assets,
+        )
+        assert got == set(want), combo
+        nonempty += bool(want) and len(want) < len(ids)
+    assert nonempty >= 30
