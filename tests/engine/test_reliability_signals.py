@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -154,9 +155,21 @@ def test_a_second_signal_does_not_cut_the_cleanup_short(
     time.sleep(0.05)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         child.proc.send_signal(sig)
-    assert child.finish() == 128 + signal.SIGTERM, "\n".join(child.lines)
-    assert any("already stopping" in line for line in child.lines), "\n".join(child.lines)
+    status = child.finish()
+    log = "\n".join(child.lines)
+    # The exit status is that of the signal that started the stop. Normally the first SIGTERM;
+    # on a loaded machine the child may not have run its handler within 0.05 s, and the
+    # pending signals are then handled in signal-number order (SIGHUP first).
+    first = next(
+        (signal.Signals[m.group(1)] for m in map(_STOPPED_BY.search, child.lines) if m), None
+    )
+    assert first is not None, log
+    assert status == 128 + first, log
+    assert any("already stopping" in line for line in child.lines), log
     assert _server_dirs(run_tmp) == []
+
+
+_STOPPED_BY = re.compile(r"stopped by (SIG[A-Z]+)")
 
 
 def test_after_sigkill_the_next_start_removes_exactly_what_the_dead_run_left(

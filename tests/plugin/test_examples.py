@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+# Each test starts other processes (xdist workers, gateways or a user's run): slow.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 

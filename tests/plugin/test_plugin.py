@@ -33,6 +33,7 @@ def test_without_search_eval_nothing_heavy_is_imported(
     assert "test_query" not in result.stdout.str()
 
 
+@pytest.mark.plots
 def test_passing_run_writes_every_report(pytester: pytest.Pytester) -> None:
     make_project(pytester)
     result = pytester.runpytest("--search-eval", "-v", "-p", "no:cacheprovider")
@@ -307,6 +308,7 @@ def test_step_summary_is_appended(
     assert "| hybrid |" in text
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_help_lists_options_subprocess() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"],

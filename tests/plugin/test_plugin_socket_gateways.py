@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from plugin_helpers import make_project, read_report, without_timings
 
+# Each test starts other processes (xdist workers, gateways or a user's run): slow.
+pytestmark = pytest.mark.slow
+
 pytest_plugins = ["pytester"]
 
 

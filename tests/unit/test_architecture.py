@@ -9,6 +9,7 @@ plugin at every level.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,7 @@ def _module(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache  # every rule reads every module: parse each once
 def _imports(path: Path) -> list[tuple[str, bool]]:
     """(imported module, at module level) for every import of ``path``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -160,6 +162,7 @@ def test_the_package_re_exports_every_public_target_name() -> None:
         assert getattr(targets, name).__module__.startswith(f"{TARGETS}."), name
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_plain_help_imports_nothing_heavy(tmp_path: Path) -> None:
     code = textwrap.dedent(
         """
@@ -217,6 +220,7 @@ def pytest_sessionfinish(session):
 """
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_a_beir_collection_with_a_callable_target_never_loads_x402_or_the_engine(
     tmp_path: Path,
 ) -> None:

@@ -6,6 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +39,7 @@ def _catalog() -> list[dict[str, object]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
+@pytest.mark.slow  # 525 listings through the x402 SDK's validators
 def test_every_listing_is_what_a_bazaar_facilitator_stores() -> None:
     """The official x402 SDK's facilitator side, run again on every shipped wire object, accepts
     it and would store exactly it (construction/build_corpus.py --check does the same)."""
