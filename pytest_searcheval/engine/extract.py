@@ -128,6 +128,46 @@ _PER_CALL = (
 )
 
 
+#: Each extension's own phrases (see the module docstring): extension name -> pattern.
+_EXTENSION_PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # "with signed attestations (of its output)", "attested output", "whose responses
+    # come with attestations"; never "verify an attestation", "TPM attestation"
+    (
+        "attestation",
+        re.compile(
+            r"\b(?:(?:that\s+)?(?:come|comes|coming|shipped|ships|provided|returned|signed|"
+            r"delivered)\s+)?(?:with|plus|including|includes|and|has|having|offers?|provides?|"
+            r"returns?)\s+(?:an?\s+|the\s+)?(?:signed\s+|cryptographic\s+|verifiable\s+)?"
+            r"attestations?(?:\s+(?:of|for|on)\s+(?:its|their|the)\s+"
+            r"(?:outputs?|results?|responses?|answers?|data))?\b"
+            r"|\battested\s+(?:outputs?|results?|responses?|answers?|data)\b"
+            r"|\battestation[\s-]+(?:backed|signed|enabled)\b"
+        ),
+    ),
+    # "publishes its rate limits", "documented rate limits", "rate limits published"
+    (
+        "rate-limit",
+        re.compile(
+            r"\b(?:(?:that|which)\s+)?(?:publish(?:es|ed|ing)?|document(?:s|ed|ing)?|"
+            r"declar(?:es|ed|ing)|advertis(?:es|ed|ing)|stat(?:es|ed)|expos(?:es|ed)|"
+            r"list(?:s|ed)?|public)\s+(?:its\s+|their\s+|the\s+)?rate[\s-]+limits?\b"
+            r"|\brate[\s-]+limits?\s+(?:published|documented|declared|stated|listed)\b"
+            r"|\bwith\s+(?:published\s+|documented\s+|declared\s+)?rate[\s-]+limit\s+"
+            r"(?:info|information|metadata|headers|details)\b"
+        ),
+    ),
+    # "listed in the bazaar", "in the x402 bazaar", "bazaar-listed"
+    (
+        "bazaar",
+        re.compile(
+            r"\b(?:(?:that\s+(?:is|are|'s)\s+|which\s+(?:is|are)\s+)?(?:listed|registered|"
+            r"discoverable|published|found|available)\s+)?(?:in|on|via|through)\s+(?:the\s+)?"
+            r"(?:x402\s+)?bazaar\b(?!\s+of\b)|\bbazaar[\s-]+(?:listed|registered)\b"
+        ),
+    ),
+)
+
+
 @dataclass(frozen=True)
 class Extraction:
     """Filters found in a query (filter vocabulary, JSON-safe strings) and the text left over.
@@ -425,38 +465,9 @@ class _Extractor:
             low,
         ):
             yield _Hit("extension", m.group("name"), m.start(), m.end())
-        # "with signed attestations (of its output)", "attested output", "whose responses
-        # come with attestations"; never "verify an attestation", "TPM attestation"
-        for m in re.finditer(
-            r"\b(?:(?:that\s+)?(?:come|comes|coming|shipped|ships|provided|returned|signed|"
-            r"delivered)\s+)?(?:with|plus|including|includes|and|has|having|offers?|provides?|"
-            r"returns?)\s+(?:an?\s+|the\s+)?(?:signed\s+|cryptographic\s+|verifiable\s+)?"
-            r"attestations?(?:\s+(?:of|for|on)\s+(?:its|their|the)\s+"
-            r"(?:outputs?|results?|responses?|answers?|data))?\b"
-            r"|\battested\s+(?:outputs?|results?|responses?|answers?|data)\b"
-            r"|\battestation[\s-]+(?:backed|signed|enabled)\b",
-            low,
-        ):
-            yield _Hit("extension", "attestation", m.start(), m.end())
-        # "publishes its rate limits", "documented rate limits", "rate limits published"
-        for m in re.finditer(
-            r"\b(?:(?:that|which)\s+)?(?:publish(?:es|ed|ing)?|document(?:s|ed|ing)?|"
-            r"declar(?:es|ed|ing)|advertis(?:es|ed|ing)|stat(?:es|ed)|expos(?:es|ed)|"
-            r"list(?:s|ed)?|public)\s+(?:its\s+|their\s+|the\s+)?rate[\s-]+limits?\b"
-            r"|\brate[\s-]+limits?\s+(?:published|documented|declared|stated|listed)\b"
-            r"|\bwith\s+(?:published\s+|documented\s+|declared\s+)?rate[\s-]+limit\s+"
-            r"(?:info|information|metadata|headers|details)\b",
-            low,
-        ):
-            yield _Hit("extension", "rate-limit", m.start(), m.end())
-        # "listed in the bazaar", "in the x402 bazaar", "bazaar-listed"
-        for m in re.finditer(
-            r"\b(?:(?:that\s+(?:is|are|'s)\s+|which\s+(?:is|are)\s+)?(?:listed|registered|"
-            r"discoverable|published|found|available)\s+)?(?:in|on|via|through)\s+(?:the\s+)?"
-            r"(?:x402\s+)?bazaar\b(?!\s+of\b)|\bbazaar[\s-]+(?:listed|registered)\b",
-            low,
-        ):
-            yield _Hit("extension", "bazaar", m.start(), m.end())
+        for name, pattern in _EXTENSION_PHRASES:
+            for m in pattern.finditer(low):
+                yield _Hit("extension", name, m.start(), m.end())
 
     # -- prices ------------------------------------------------------------------------------
 
