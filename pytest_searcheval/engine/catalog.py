@@ -38,7 +38,7 @@ class Catalog:
         #: every indexed id in order (what ``Engine.list_resources`` pages through), until a write
         self.sorted_ids: list[str] | None = None
         #: the postings in memory: what BM25F ranks from at or above ``exact_below``
-        #: (engine/postings.py); replaced, never changed, by a write
+        #: (engine/postings.py), empty below it; replaced, never changed, by a write
         self.postings = Postings()
 
     def __len__(self) -> int:
@@ -87,6 +87,11 @@ class Catalog:
         fresh = self.postings.copy() if len(self.postings) else Postings()
         fresh.add(rows)
         self.postings = fresh
+
+    def drop_postings(self) -> None:
+        """No in-memory postings: the catalog ranks from SQL (below ``exact_below``)."""
+        if len(self.postings):
+            self.postings = Postings()
 
     def refresh(self) -> None:
         """Recompute the priors and drop the memos. Every write path that changes statistics
@@ -149,7 +154,7 @@ class Catalog:
         other.groups = self.groups.copy()
         other.stuffing = dict(self.stuffing)
         other.penalized = dict(self.penalized)
-        other.postings = self.postings.copy()
+        other.postings = self.postings.copy() if len(self.postings) else Postings()
         other.seq = dict(self.seq)
         other.refresh()
         return other

@@ -295,12 +295,27 @@ class Engine:
     ) -> None:
         """The in-memory catalog and the dense index follow the committed rows of ``docs``."""
         self.catalog.add(docs)
-        self.catalog.index_postings(written)
+        self._index_postings(self.catalog, written)
         self.catalog.refresh()
         self.catalog.index_adversarial(
             docs, self.settings.dedup, lambda ids: dense.stored_unit_vectors(conn, ids)
         )
         self._maybe_hnsw(conn)
+
+    def _index_postings(
+        self, catalog: Catalog, written: Sequence[tuple[str, Mapping[str, Mapping[str, int]]]]
+    ) -> None:
+        """The in-memory postings follow a write only where searches read them: catalogs at or
+        above ``exact_below`` (engine/search.py). Below it they are not kept, so an upsert
+        costs no copy of every posting (30 upserts of filter conformance copied all of them
+        30 times). A catalog that reaches the size gets the postings of every listing
+        (tombstoned ones included, as their SQL rows stay until ``reindex``)."""
+        if len(catalog) < self.settings.dense.exact_below:
+            catalog.drop_postings()
+            return
+        if not len(catalog.postings) and len(written) < len(catalog):
+            written = [(d.id, documents.postings_of(d)) for d in catalog.docs.values()]
+        catalog.index_postings(written)
 
     def _maybe_hnsw(self, conn: psycopg.Connection[Any]) -> None:
         if len(self.catalog) < self.settings.dense.exact_below:
@@ -369,7 +384,7 @@ class Engine:
                     conn.execute("DELETE FROM documents")
                     written = self._write(conn, docs, vectors)
                     fresh.add(docs)
-                    fresh.index_postings(written)
+                    self._index_postings(fresh, written)
                     fresh.refresh()
                     fresh.index_adversarial(
                         docs,

@@ -70,6 +70,11 @@ def _copy_value(value: Any) -> Any:
     return value
 
 
+def postings_of(d: Document) -> dict[str, Counter[str]]:
+    """``{field: term frequencies}`` of one listing: the rows ``write_rows`` writes to ``terms``."""
+    return index.field_terms(index.field_texts(d.title, d.text, d.fields, d.x402))
+
+
 def write_rows(
     conn: psycopg.Connection[Any],
     docs: Sequence[Document],
@@ -120,7 +125,7 @@ def write_rows(
         lengths: list[tuple[str, str, int]] = []
         with cur.copy("COPY terms (doc_id, field, term, tf) FROM STDIN") as cp:
             for d in docs:
-                per_field = index.field_terms(index.field_texts(d.title, d.text, d.fields, d.x402))
+                per_field = postings_of(d)
                 if postings is not None:
                     postings.append((d.id, per_field))
                 for fname, counts in per_field.items():

@@ -34,9 +34,23 @@ def shipped() -> Collection:
 
 @pytest.fixture(scope="module")
 def engine(pg_server: Any, shipped: Collection, tmp_path_factory: Any) -> Iterator[Engine]:
+    """The shipped catalog below ``exact_below``: it ranks from SQL and keeps no postings."""
     embedder = HashEmbedder(cache_dir=tmp_path_factory.mktemp("cache"))
     settings = EngineSettings(no_result={})
     with Engine.start(shipped, dsn=pg_server.dsn, settings=settings, embedder=embedder) as eng:
+        yield eng
+
+
+def _above(size: int) -> EngineSettings:
+    return EngineSettings(no_result={}, dense=DenseParams(exact_below=size), recall_sample=0)
+
+
+@pytest.fixture(scope="module")
+def kept(pg_server: Any, shipped: Collection, tmp_path_factory: Any) -> Iterator[Engine]:
+    """The same catalog at or above ``exact_below``: it keeps its postings in memory."""
+    embedder = HashEmbedder(cache_dir=tmp_path_factory.mktemp("cache"))
+    with Engine.start(shipped, dsn=pg_server.dsn, settings=_above(100), embedder=embedder) as eng:
+        assert eng.hnsw and len(eng.catalog.postings) == len(shipped.documents)
         yield eng
 
 
@@ -81,32 +95,30 @@ def assert_same(
 
 
 @pytest.mark.parametrize("limit", [10, 1000])
-def test_every_shipped_query_ranks_the_same(
-    engine: Engine, shipped: Collection, limit: int
-) -> None:
+def test_every_shipped_query_ranks_the_same(kept: Engine, shipped: Collection, limit: int) -> None:
     matched = 0
     for query in shipped.queries.values():
-        sql_side, memory_side = both(engine, query.text, limit)
+        sql_side, memory_side = both(kept, query.text, limit)
         assert_same(sql_side, memory_side, f"{query.id} {query.text!r} limit {limit}")
         matched += bool(sql_side[0])
     assert matched > 150  # the comparison is not vacuous
 
 
-def test_hard_filters_restrict_both_alike(engine: Engine, shipped: Collection) -> None:
+def test_hard_filters_restrict_both_alike(kept: Engine, shipped: Collection) -> None:
     compared = 0
     for query in shipped.queries.values():
         if not query.constraints:
             continue
         applied = x402.parse_filters(query.constraints, shipped.assets)
-        sql_side, memory_side = both(engine, query.text, 50, applied)
+        sql_side, memory_side = both(kept, query.text, 50, applied)
         assert_same(sql_side, memory_side, f"{query.id} {query.constraints}")
         compared += 1
     assert compared >= 20
 
 
-def test_writes_keep_both_alike(engine: Engine, shipped: Collection) -> None:
+def test_writes_keep_both_alike(kept: Engine, shipped: Collection) -> None:
     queries = [q.text for q in list(shipped.queries.values())[:60]]
-    copy = engine.clone()
+    copy = kept.clone()
     try:
         first = next(iter(shipped.documents.values()))
         record = {
@@ -152,6 +164,40 @@ def test_the_engine_ranks_from_memory_above_exact_below(
             compared += 1
             filtered += bool(want["filters"]["applied"])
         assert filtered >= 20
+
+
+def test_postings_are_kept_from_the_size_on_and_dropped_below_it(
+    pg_server: Any, shipped: Collection, engine: Engine, tmp_path: Path
+) -> None:
+    """Below ``exact_below`` a write copies no postings; the upsert that reaches the size
+    indexes every listing (a tombstoned one too), and a re-index below it drops them."""
+    assert not len(engine.catalog.postings)
+    size = len(shipped.documents) + 1
+    embedder = HashEmbedder(cache_dir=tmp_path)
+    with Engine.start(shipped, dsn=pg_server.dsn, settings=_above(size), embedder=embedder) as eng:
+        assert not eng.hnsw and not len(eng.catalog.postings)
+        gone = list(shipped.documents)[7]
+        eng.delete(gone)
+        first = next(iter(shipped.documents.values()))
+        eng.upsert(
+            {
+                "id": "one-more-listing",
+                "title": "Marine Weather Forecast by Coordinates",
+                "text": "Wind, swell and tide forecasts for any latitude and longitude.",
+                "fields": first.fields,
+                "x402": first.x402,
+                "sidecar": first.sidecar,
+            }
+        )
+        assert eng.hnsw and len(eng.catalog) == size
+        assert len(eng.catalog.postings) == size
+        assert gone in eng.catalog.postings.slot_of
+        texts = [q.text for q in list(shipped.queries.values())[:80]]
+        for text in [*texts, "marine weather forecast"]:
+            assert_same(*both(eng, text, 200), f"after reaching the size: {text!r}")
+        eng.delete("one-more-listing")
+        eng.reindex()
+        assert not eng.hnsw and not len(eng.catalog.postings)
 
 
 def test_rounding_is_postgresqls(engine: Engine) -> None:
