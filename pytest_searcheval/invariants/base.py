@@ -8,7 +8,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_searcheval.collection.model import Collection, Query
@@ -326,8 +326,19 @@ class _Searcher:
             text, profile=self.profile, limit=limit, filters=dict(filters or {}), extract=extract
         )
         if self._cache is not None:
-            self._cache[key] = response
+            response = self._cache[key] = lean(response)
         return response
+
+
+def lean(response: SearchResponse) -> SearchResponse:
+    """``response`` without the listing bodies its hits carry: what a cached answer keeps.
+
+    The invariants read ids, scores, filters and meta, never a hit's ``resource``; a cached
+    100-result answer of the Bazaar route kept about 150 KB of decoded JSON alive for the
+    rest of the session, and every full collection of the cyclic GC walked all of it."""
+    if not any(h.resource is not None for h in response.hits):
+        return response
+    return replace(response, hits=tuple(replace(h, resource=None) for h in response.hits))
 
 
 # Keyed by id(target) and holding the target itself, so the id cannot be reused while cached.
@@ -356,7 +367,9 @@ def remember(
     """Offer the answer to a search made elsewhere in this process (a query test's) to the
     invariants that search ``target`` read-only with exactly the same request, so it is not
     sent twice. Only for targets whose answers the invariants cache anyway."""
-    _shared_cache(target).setdefault(_request_key(profile, text, limit, filters, extract), response)
+    _shared_cache(target).setdefault(
+        _request_key(profile, text, limit, filters, extract), lean(response)
+    )
 
 
 def _request_key(
