@@ -336,13 +336,22 @@ class Engine:
 
     def upsert(self, record: Mapping[str, Any] | Document) -> None:
         """Insert or replace one document (postings, options, embedding, statistics)."""
-        doc = document_from_record(record)
-        vec = self.embedder.embed([embedding_text(doc)])
+        self.upsert_many([record])
+
+    def upsert_many(self, records: Sequence[Mapping[str, Any] | Document]) -> None:
+        """Insert or replace documents in one transaction; the same catalog as upserting them
+        one by one in this order (a repeated id: the last record wins), with the statistics
+        refreshed and the in-memory catalog rebuilt once instead of once per document."""
+        by_id = {d.id: d for d in map(document_from_record, records)}
+        if not by_id:
+            return
+        docs = list(by_id.values())
+        vectors = self.embedder.embed([embedding_text(d) for d in docs])
         with self._write_lock, self.schema.connection() as conn:
             with conn.transaction():
-                conn.execute("DELETE FROM documents WHERE id = %s", (doc.id,))
-                written = self._write(conn, [doc], vec)
-            self._after_write(conn, [doc], written)
+                conn.execute("DELETE FROM documents WHERE id = ANY(%s)", (list(by_id),))
+                written = self._write(conn, docs, vectors)
+            self._after_write(conn, docs, written)
 
     def delete(self, doc_id: str) -> bool:
         """Tombstone a document: gone from every result at once. True if it was live.
@@ -351,16 +360,21 @@ class Engine:
         priors and the candidate ranks of every other listing are unchanged: deleting one
         listing cannot move an unrelated one. ``reindex()`` purges tombstones and recomputes.
         """
+        return bool(self.delete_many([doc_id]))
+
+    def delete_many(self, doc_ids: Sequence[str]) -> list[str]:
+        """Tombstone documents in one statement (see :meth:`delete`); returns the ids that
+        were live."""
         with self._write_lock, self.schema.connection() as conn:
             with conn.transaction():
-                cur = conn.execute(
-                    "UPDATE documents SET deleted_at = now() WHERE id = %s AND deleted_at IS NULL",
-                    (doc_id,),
-                )
-                existed = cur.rowcount > 0
-            if existed:
-                self.catalog.tombstones.add(doc_id)
-        return existed
+                rows = conn.execute(
+                    "UPDATE documents SET deleted_at = now()"
+                    " WHERE id = ANY(%s) AND deleted_at IS NULL RETURNING id",
+                    (list(doc_ids),),
+                ).fetchall()
+            gone = [r[0] for r in rows]
+            self.catalog.tombstones.update(gone)
+        return gone
 
     def reindex(self) -> None:
         """Rebuild every index table from the live documents: purges tombstones, recomputes

@@ -262,13 +262,21 @@ def run_conformance(
     with _clone(target) as clone:
         if clone is None:
             return {"skip": NOT_MUTABLE}
-        removed = 0
-        for doc_id in sorted(coll.documents):
-            if doc_id not in conf.documents:
+        gone = [d for d in sorted(coll.documents) if d not in conf.documents]
+        removed = len(gone)
+        delete_many = getattr(clone, "delete_many", None)
+        if delete_many is not None:
+            delete_many(gone)
+        else:
+            for doc_id in gone:
                 clone.delete(doc_id)
-                removed += 1
-        for doc_id in sorted(conf.documents):
-            clone.upsert(record_of(conf.documents[doc_id]))
+        records = [record_of(conf.documents[d]) for d in sorted(conf.documents)]
+        upsert_many = getattr(clone, "upsert_many", None)
+        if upsert_many is not None:
+            upsert_many(records)
+        else:
+            for record in records:
+                clone.upsert(record)
         search = _Searcher(clone, profile_of(settings), cache=False)
         limit = max(settings.conformance_limit, len(conf.documents))
         answers: dict[str, list[str]] = {}

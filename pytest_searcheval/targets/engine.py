@@ -6,7 +6,7 @@ module imports no engine code itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,6 +33,12 @@ class _EngineCatalog:
 
     def delete(self, doc_id: str) -> None:
         self.engine.delete(doc_id)
+
+    def upsert_many(self, documents: Sequence[Mapping[str, Any]]) -> None:
+        self.engine.upsert_many([dict(d) for d in documents])
+
+    def delete_many(self, doc_ids: Sequence[str]) -> None:
+        self.engine.delete_many(list(doc_ids))
 
     def reindex(self) -> None:
         self.engine.reindex()

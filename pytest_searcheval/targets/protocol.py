@@ -79,7 +79,12 @@ class SearchTarget(Protocol):
 
 @runtime_checkable
 class MutableTarget(SearchTarget, Protocol):
-    """A target whose catalog can be changed; the mutating invariants need one."""
+    """A target whose catalog can be changed; the mutating invariants need one.
+
+    Optional, for targets that write in bulk: ``upsert_many(documents)`` and
+    ``delete_many(doc_ids)``, each the same change as calling ``upsert`` / ``delete`` for every
+    item in order. The invariants that change many listings at once (filter conformance
+    empties a private copy and fills it) use them when present."""
 
     def upsert(self, document: Mapping[str, Any]) -> None: ...
 
