@@ -329,3 +329,28 @@ def test_bazaar_target_sends_filters_under_the_sdk_parameter_names(server: str) 
     assert response.ids == ["doc-a", "https://b.example"]
     assert response.applied_filters["recipient"] == "G"
     target.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"results": [{"id": "a", "score": 0.5}], "x": [1, 2.25, null, true, "\\u00e9"]}',
+        b'{"results": [{"id": 123456789012345678901234567890, "score": 1}]}',  # > 64 bits
+        b'{"hits": [{"doc_id": 123456789012345678901234567890}, {"doc_id": 1.5}]}',
+        b'[{"id": 18446744073709551616}, "b"]',
+        b'{"results": [], "score": NaN}',  # not JSON, yet what Python services send
+        '{"results": [{"id": "\u00e9", "score": 1}]}'.encode("utf-16"),
+    ],
+)
+def test_response_bodies_decode_as_the_standard_library_decodes_them(body: bytes) -> None:
+    from pytest_searcheval.targets.http import decode_json
+
+    got, want = decode_json(body), json.loads(body)
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+
+
+def test_a_body_neither_decoder_reads_is_an_error() -> None:
+    from pytest_searcheval.targets.http import decode_json
+
+    with pytest.raises(ValueError):
+        decode_json(b"<html>502 Bad Gateway</html>")
