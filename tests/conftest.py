@@ -17,7 +17,6 @@ need PostgreSQL stays fast.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy  # noqa: F401  (see below)
@@ -73,7 +72,7 @@ def isolated_schema(
         iso.close()
 
 
-#: What a ``--search-eval`` session imports lazily: the report and its plots, the measures, the
+#: What a ``--search-eval`` session imports lazily: the report and its figures, the measures, the
 #: statistics, the gate, the generated tests' modules.
 SESSION_MODULES = (
     "pytest_searcheval.baseline.gate",
@@ -87,6 +86,7 @@ SESSION_MODULES = (
     "pytest_searcheval.report.history",
     "pytest_searcheval.report.html",
     "pytest_searcheval.report.query_table",
+    "pytest_searcheval.report.svg",
     "pytest_searcheval.stats",
     "pytest_searcheval.x402.domain",
 )
@@ -99,37 +99,17 @@ SESSION_MODULES = (
 RUN_PLUGINS = ("pytest-searcheval", "pytest-xdist", "pytest-benchmark")
 
 
-@pytest.fixture(scope="session")
-def _hidden_matplotlib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory whose ``matplotlib`` fails to import, as in an install without the plots
-    extra: first on PYTHONPATH, it hides the real one from a pytester run in a subprocess."""
-    root = tmp_path_factory.mktemp("no-plots")
-    (root / "matplotlib").mkdir()
-    (root / "matplotlib" / "__init__.py").write_text(
-        'raise ImportError("matplotlib is hidden from this run (tests/conftest.py)")\n'
-    )
-    return root
-
-
 @pytest.fixture
-def pytester(
-    pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    request: pytest.FixtureRequest,
-    _hidden_matplotlib: Path,
-) -> pytest.Pytester:
-    """pytester, with what a session imports already imported, the installed plugins but
-    :data:`RUN_PLUGINS` blocked (``-p no:NAME``, which xdist's workers inherit), and, unless the
-    test is marked ``plots``, matplotlib hidden so that the HTML report has its tables only.
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester, with what a session imports already imported and the installed plugins but
+    :data:`RUN_PLUGINS` blocked (``-p no:NAME``, which xdist's workers inherit).
 
     Measured on the tiny collection of tests/plugin_helpers.py (2026-12-01, 2 shared cores): an
-    in-process run costs 2.4 s when it imports the report and matplotlib again (pytester drops
-    every module a run imported), 0.65 s when they are imported, and of the remaining CPU time
-    three quarters is matplotlib drawing the figures.
+    in-process run costs 2.4 s when it imports the report again (pytester drops every module a
+    run imported; matplotlib drew the plots then), 0.65 s when it is imported.
     """
     import importlib
     import os
-    import sys
     from importlib.metadata import entry_points
 
     blocked = sorted(
@@ -140,16 +120,4 @@ def pytester(
     monkeypatch.setenv("PYTEST_ADDOPTS", " ".join([*blocked, os.environ.get("PYTEST_ADDOPTS", "")]))
     for name in SESSION_MODULES:
         importlib.import_module(name)
-    if request.node.get_closest_marker("plots") is None:
-        monkeypatch.setitem(sys.modules, "matplotlib", None)  # in-process: import fails
-        paths = (str(_hidden_matplotlib), os.environ.get("PYTHONPATH"))
-        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
-        return pytester
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # as the HTML report does
-        import matplotlib.pyplot
-    except ImportError:  # the core install: the report has its tables only
-        pass
     return pytester

@@ -1,4 +1,4 @@
-"""A self-contained HTML report: tables plus plots embedded as base64 PNG (matplotlib, Agg).
+"""A self-contained HTML report: tables plus plots as inline SVG (report/svg.py).
 
 Plots: per-class bars with 95% interval whiskers (one bar per available profile), per-query
 change of the gated measure against the baseline, and the distribution of per-request latency.
@@ -8,7 +8,6 @@ No external assets: the page opens from a CI artifact without network access.
 from __future__ import annotations
 
 import html as _html
-import io
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -39,6 +38,7 @@ details{margin:.5em 0}code{background:#f6f8fa;padding:0 .2em}
 #queries th[aria-sort=ascending]::after{content:" \\25B2"}
 #queries th[aria-sort=descending]::after{content:" \\25BC"}.known{color:#9a6700}
 .controls{display:flex;gap:1em;flex-wrap:wrap;align-items:center}
+.panels{display:flex;flex-wrap:wrap;gap:1em}figure{margin:1em 0;overflow-x:auto}
 .doc{display:inline-block;margin:0 .3em .1em 0;font-size:.85em;white-space:nowrap}
 .g0{color:#6e7781}.g1{color:#9a6700}.g2{color:#0969da}.g3{color:#1a7f37;font-weight:bold}
 .uj{color:#cf222e;font-style:italic}.up{color:#1a7f37}.down{color:#cf222e}
@@ -49,25 +49,9 @@ def _e(value: Any) -> str:
     return _html.escape(str(value))
 
 
-def _png(fig: Any) -> str:
-    """An ``<img>`` with the figure as a base64 PNG; PNG stays small with thousands of bars."""
-    import base64
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f"<img alt='plot' src='data:image/png;base64,{data}'>"
-
-
 def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    try:
-        import matplotlib
-    except ModuleNotFoundError:
-        # The core install has no plotting library; the tables say everything the plots do.
-        return []
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """(caption, inline SVG) of each figure the report has data for (report/svg.py)."""
+    from pytest_searcheval.report.svg import Chart, colour
 
     out: list[tuple[str, str]] = []
 
@@ -75,7 +59,13 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     if classes:
         profiles = list(classes)
         names = sorted({c for per in classes.values() for c in per})
-        fig, ax = plt.subplots(figsize=(max(6.0, len(names) * 1.2), 3.6))
+        fig = Chart(
+            width=max(520.0, 90.0 * len(names)),
+            height=300,
+            ylabel=f"{CLASS_MEASURE} (95% CI)",
+            ylim=(0, 1.05),
+            xrotate=20,
+        )
         width = 0.8 / max(1, len(profiles))
         for i, p in enumerate(profiles):
             means, lows, highs, xs = [], [], [], []
@@ -85,16 +75,14 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
                     continue
                 xs.append(j + i * width)
                 means.append(cell["mean"])
-                lows.append(cell["mean"] - cell["low"])
-                highs.append(cell["high"] - cell["mean"])
-            ax.bar(xs, means, width, yerr=[lows, highs], capsize=3, label=p)
-        ax.set_xticks([j + width * (len(profiles) - 1) / 2 for j in range(len(names))])
-        ax.set_xticklabels(names, rotation=20)
-        ax.set_ylabel(f"{CLASS_MEASURE} (95% CI)")
-        ax.set_ylim(0, 1.05)
-        ax.legend(fontsize=8)
-        out.append((f"{CLASS_MEASURE} per query class", _png(fig)))
-        plt.close(fig)
+                lows.append(cell["low"])
+                highs.append(cell["high"])
+            fig.bars(xs, means, width, colours=colour(i), label=p, low=lows, high=highs)
+        fig.xcategories = [
+            (j + width * (len(profiles) - 1) / 2, name) for j, name in enumerate(names)
+        ]
+        fig.xlim = (-0.6, len(names) - 0.4 + width * (len(profiles) - 1))
+        out.append((f"{CLASS_MEASURE} per query class", fig.render()))
 
     gated = report["run"]["gated_profile"]
     measure = report["run"]["query_measure"]
@@ -106,29 +94,33 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
             deltas.append((float(now) - float(before), qid))
     if deltas:
         deltas.sort()
-        fig, ax = plt.subplots(figsize=(8, 3.2))
-        colors = ["#cf222e" if d < 0 else "#1a7f37" for d, _ in deltas]
-        ax.bar(range(len(deltas)), [d for d, _ in deltas], color=colors)
-        ax.axhline(-report["run"]["query_tolerance"], color="#888", linestyle="--", linewidth=1)
-        ax.set_xlabel("queries, sorted by change")
-        ax.set_ylabel(f"{measure} change vs baseline")
-        out.append((f"Per-query change of {measure} ({gated}) against the baseline", _png(fig)))
-        plt.close(fig)
+        fig = Chart(
+            width=680,
+            height=260,
+            xlabel="queries, sorted by change",
+            ylabel=f"{measure} change vs baseline",
+            integer_x=True,
+        )
+        fig.bars(
+            list(range(len(deltas))),
+            [d for d, _ in deltas],
+            0.8,
+            colours=["#cf222e" if d < 0 else "#1a7f37" for d, _ in deltas],
+        )
+        fig.hline(-report["run"]["query_tolerance"])
+        out.append((f"Per-query change of {measure} ({gated}) against the baseline", fig.render()))
 
     trade = report.get("no_result_tradeoff") or {}
     if trade:
         from pytest_searcheval.report import tradeoff
 
-        fig, ax = plt.subplots(figsize=(5.5, 4.2))
-        tradeoff.plot(ax, trade)
         out.append(
             (
                 "No-result trade-off: unanswerable queries caught against answerable ones "
                 "silenced as the threshold moves (dot: the target's threshold)",
-                _png(fig),
+                tradeoff.chart(trade).render(),
             )
         )
-        plt.close(fig)
 
     series = []
     for p, e in report["profiles"].items():
@@ -144,46 +136,57 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     for name, test in report.get("latency_tests", {}).items():
         if test.get("samples_ms"):
             series.append((f"{name} (latency test)", list(test["samples_ms"])))
-    if series:
-        fig, ax = plt.subplots(figsize=(8, 3.2))
-        ax.boxplot([s for _, s in series], orientation="horizontal", whis=(1, 99), showfliers=False)
-        ax.set_yticks(range(1, len(series) + 1))
-        ax.set_yticklabels([n for n, _ in series])
-        ax.set_xscale("log")
-        ax.set_xlabel("latency per request (ms, log scale; whiskers p1-p99, outliers not drawn)")
-        out.append(("Latency distribution", _png(fig)))
-        plt.close(fig)
+    positive = [(n, [v for v in s if v > 0]) for n, s in series]
+    if any(s for _, s in positive):
+        fig = Chart(
+            width=680,
+            height=70 + 34 * len(positive),
+            xlog=True,
+            xlabel="latency per request (ms, log scale; box p25-p75, whiskers p1-p99, "
+            "outliers not drawn)",
+        )
+        fig.boxes(positive)
+        out.append(("Latency distribution", fig.render()))
     return out
 
 
 def _trend(report: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> str:
     """Means of the gated measures per profile over the recorded runs (one panel a measure);
     a dashed line before every run whose conventions or collection hashes changed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from pytest_searcheval.report.svg import Chart, colour
 
     measures = [m for m in GATED_MEASURES if m in report["run"]["measures"]] or [
         report["run"]["query_measure"]
     ]
-    profiles = list((entries[-1].get("profiles") or {}).keys())
-    fig, axes = plt.subplots(1, len(measures), figsize=(5.0 * len(measures), 3.2), squeeze=False)
-    for ax, m in zip(axes[0], measures, strict=True):
-        for p in profiles:
+    recorded = list((entries[-1].get("profiles") or {}).keys())
+    # The report's profile order, so that a profile has the same colour in every figure.
+    profiles = [p for p in report["profiles"] if p in recorded]
+    profiles += [p for p in recorded if p not in profiles]
+    panels = []
+    for k, m in enumerate(measures):
+        fig = Chart(
+            width=420,
+            height=260,
+            title=m,
+            xlabel="full run (oldest first)",
+            ylim=(0, 1.05),
+            xlim=(0.5, len(entries) + 0.5),
+            integer_x=True,
+        )
+        for i, p in enumerate(profiles):
             points = history.series(entries, p, m)
             if points:
-                ax.plot([i + 1 for i, _ in points], [v for _, v in points], marker="o", label=p)
+                fig.line(
+                    [i + 1 for i, _ in points],
+                    [v for _, v in points],
+                    colour=colour(i),
+                    marker=True,
+                    label=p if k == 0 else None,
+                )
         for i in history.changes(entries):
-            ax.axvline(i + 0.5, color="#888", linestyle="--", linewidth=1)
-        ax.set_title(m)
-        ax.set_xlabel("full run (oldest first)")
-        ax.set_ylim(0, 1.05)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-    axes[0][0].legend(fontsize=8)
-    img = _png(fig)
-    plt.close(fig)
-    return img
+            fig.vline(i + 0.5)
+        panels.append(fig.render())
+    return "<div class='panels'>" + "".join(panels) + "</div>"
 
 
 def _history_section(report: Mapping[str, Any], hist: history.History | None) -> list[str]:
@@ -196,10 +199,7 @@ def _history_section(report: Mapping[str, Any], hist: history.History | None) ->
         parts.append("<p>No full run recorded yet.</p>")
         return parts
     if len(entries) > 1:
-        try:
-            parts.append(_trend(report, entries))
-        except ImportError as exc:
-            parts.append(f"<p>Trend plot unavailable: {_e(exc)}</p>")
+        parts.append(_trend(report, entries))
         if history.changes(entries):
             parts.append(
                 "<p>A dashed line precedes each run whose conventions (split, gain, relevance "
@@ -290,13 +290,8 @@ def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
                 f"<td class='num'>{c['p']:.4f}</td><td class='num'>{c['p_holm']:.4f}</td></tr>"
             )
         parts.append("</table>")
-    try:
-        plots = _plots(report)
-    except ImportError as exc:
-        plots = []
-        parts.append(f"<p>Plots unavailable: {_e(exc)}</p>")
-    for title, img in plots:
-        parts.append(f"<h2>{_e(title)}</h2>{img}")
+    for title, figure in _plots(report):
+        parts.append(f"<h2>{_e(title)}</h2><figure>{figure}</figure>")
     from pytest_searcheval.report import tradeoff
 
     trade_lines = tradeoff.lines(report.get("no_result_tradeoff"))

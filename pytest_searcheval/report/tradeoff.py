@@ -123,24 +123,30 @@ def lines(tradeoff: Mapping[str, Mapping[str, Any]] | None) -> list[str]:
     return out
 
 
-def plot(ax: Any, tradeoff: Mapping[str, Mapping[str, Any]]) -> None:
-    """Caught against silenced per profile, the target's own threshold marked."""
-    for profile, c in tradeoff.items():
+def chart(tradeoff: Mapping[str, Mapping[str, Any]]) -> Any:
+    """Caught against silenced per profile, the target's own threshold marked (an
+    ``report.svg.Chart``)."""
+    from pytest_searcheval.report.svg import Chart, colour
+
+    fig = Chart(
+        width=440,
+        height=340,
+        xlabel="answerable queries silenced (share)",
+        ylabel="unanswerable queries caught (share)",
+        xlim=(-0.02, 1.02),
+        ylim=(-0.02, 1.02),
+    )
+    for i, (profile, c) in enumerate(tradeoff.items()):
         xs = [p["silenced_rate"] for p in c["points"]]
         ys = [p["caught_rate"] for p in c["points"]]
-        (line,) = ax.step(xs, ys, where="post", label=profile)
+        fig.line(xs, ys, colour=colour(i), label=profile, step=True)
         at = c["at_threshold"]
         if at is not None:
-            ax.plot(
-                [at["silenced_rate"]],
-                [at["caught_rate"]],
-                marker="o",
-                color=line.get_color(),
+            fig.point(
+                at["silenced_rate"],
+                at["caught_rate"],
+                colour=colour(i),
                 label=f"{profile} at {c['threshold']:g}",
             )
-    ax.axhline(0.9, linestyle=":", color="grey", linewidth=0.8)
-    ax.set_xlabel("answerable queries silenced (share)")
-    ax.set_ylabel("unanswerable queries caught (share)")
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=8, loc="lower right")
+    fig.hline(0.9, dash="1 3")
+    return fig

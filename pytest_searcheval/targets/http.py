@@ -13,7 +13,7 @@ from pytest_searcheval.targets.protocol import (
 )
 
 
-def decode_json(content: bytes) -> Any:
+def _decode_json(content: bytes) -> Any:
     """The JSON of a response body: orjson when installed (the ``engine`` extra; a 100-result
     Bazaar answer of 154 KB decodes in 1.3 ms instead of 2.5 ms), the standard library for
     what orjson refuses and ``json`` accepts (NaN, UTF-16 bodies) or when it is absent.
@@ -160,7 +160,7 @@ class HttpTarget:
                 f"HTTP {resp.status_code} from GET {resp.request.url}: {resp.text[:300]}"
             )
         try:
-            body = decode_json(resp.content)
+            body = _decode_json(resp.content)
         except ValueError:
             raise TargetUnavailable(f"non-JSON body from GET {resp.request.url}") from None
         if isinstance(body, list):

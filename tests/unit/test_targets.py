@@ -343,14 +343,14 @@ def test_bazaar_target_sends_filters_under_the_sdk_parameter_names(server: str) 
     ],
 )
 def test_response_bodies_decode_as_the_standard_library_decodes_them(body: bytes) -> None:
-    from pytest_searcheval.targets.http import decode_json
+    from pytest_searcheval.targets.http import _decode_json
 
-    got, want = decode_json(body), json.loads(body)
+    got, want = _decode_json(body), json.loads(body)
     assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
 
 
 def test_a_body_neither_decoder_reads_is_an_error() -> None:
-    from pytest_searcheval.targets.http import decode_json
+    from pytest_searcheval.targets.http import _decode_json
 
     with pytest.raises(ValueError):
-        decode_json(b"<html>502 Bad Gateway</html>")
+        _decode_json(b"<html>502 Bad Gateway</html>")
