@@ -339,9 +339,14 @@ class Engine:
         self.upsert_many([record])
 
     def upsert_many(self, records: Sequence[Mapping[str, Any] | Document]) -> None:
-        """Insert or replace documents in one transaction; the same catalog as upserting them
-        one by one in this order (a repeated id: the last record wins), with the statistics
-        refreshed and the in-memory catalog rebuilt once instead of once per document."""
+        """Insert or replace documents in one transaction, in this order (a repeated id: the
+        last record wins), with the statistics
+        refreshed and the in-memory catalog rebuilt once instead of once per document.
+
+        The rows, statistics and postings are those of the same upserts one by one; the
+        near-duplicate groups are found once over the batch, as a seed finds them, so where
+        the batch takes a title token past ``max_postings`` titles they can differ from
+        upserts made one at a time (engine/dedup.py)."""
         by_id = {d.id: d for d in map(document_from_record, records)}
         if not by_id:
             return
@@ -405,8 +410,18 @@ class Engine:
                         self.settings.dedup,
                         lambda ids: dense.stored_unit_vectors(conn, ids),
                     )
+                shrunk = self._hnsw and len(fresh) < self.settings.dense.exact_below
+                if shrunk:
+                    # Readers take the exact paths (SQL BM25F, exact scan: both right on the
+                    # committed rows) before they can see the new catalog, which below the size
+                    # keeps no postings in memory; the HNSW index is dropped after the swap.
+                    self._hnsw = False
                 self.catalog = fresh
-                if self._hnsw and len(fresh) >= self.settings.dense.exact_below:
+                if shrunk:
+                    dense.drop_hnsw(conn)
+                    conn.commit()
+                    self._recall = None
+                elif self._hnsw:
                     self._rebuild_hnsw(conn)
                 else:
                     self._maybe_hnsw(conn)

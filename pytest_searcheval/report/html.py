@@ -136,16 +136,17 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     for name, test in report.get("latency_tests", {}).items():
         if test.get("samples_ms"):
             series.append((f"{name} (latency test)", list(test["samples_ms"])))
-    positive = [(n, [v for v in s if v > 0]) for n, s in series]
-    if any(s for _, s in positive):
+    if series:
+        # A log axis has no 0: a request measured under a microsecond is drawn at 0.001 ms.
+        floored = [(n, [max(v, 0.001) for v in s]) for n, s in series]
         fig = Chart(
             width=680,
-            height=70 + 34 * len(positive),
+            height=70 + 34 * len(floored),
             xlog=True,
             xlabel="latency per request (ms, log scale; box p25-p75, whiskers p1-p99, "
             "outliers not drawn)",
         )
-        fig.boxes(positive)
+        fig.boxes(floored)
         out.append(("Latency distribution", fig.render()))
     return out
 
@@ -159,7 +160,7 @@ def _trend(report: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> s
         report["run"]["query_measure"]
     ]
     recorded = list((entries[-1].get("profiles") or {}).keys())
-    # The report's profile order, so that a profile has the same colour in every figure.
+    # The report's profile order, as in the per-class figure.
     profiles = [p for p in report["profiles"] if p in recorded]
     profiles += [p for p in recorded if p not in profiles]
     panels = []

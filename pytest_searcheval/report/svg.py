@@ -117,7 +117,8 @@ class Chart:
         self._xs += [x - width / 2 for x in xs] + [x + width / 2 for x in xs]
         self._ys += [0.0, *heights, *(low or []), *(high or [])]
         if label is not None:
-            self._legend.append((label, fill[0] if fill else colour(0), "box"))
+            swatch = colours if isinstance(colours, str) else (fill[0] if fill else colour(0))
+            self._legend.append((label, swatch, "box"))
 
     def line(
         self,
@@ -183,7 +184,14 @@ class Chart:
 
     def render(self) -> str:
         x0, x1, y0, y1 = self._limits()
-        left = 56 + (max((len(n) for _, n in self.ycategories), default=0) * 6.2)
+        ycats = [(pos, _short(name, 40)) for pos, name in self.ycategories]
+        xcats = [(pos, _short(name, 28)) for pos, name in self.xcategories]
+        left = 56 + (max((len(n) for _, n in ycats), default=0) * 6.2)
+        if xcats and self.xrotate:
+            # a rotated label ends under its bar: the first one must not run off the left
+            first = 6.2 * len(xcats[0][1]) * math.cos(math.radians(self.xrotate))
+            left = max(left, first - 10)
+        self.width = max(self.width, left + 12 + 160)  # room for the axes whatever the labels
         bottom = 40 + (34 if self.xrotate else 0)
         rows = self._legend_rows(self.width - 20)
         top = (22 if self.title else 10) + 16 * len(rows)
@@ -219,13 +227,13 @@ class Chart:
                 f"stroke='#eee'/><text x='{_num(left - 4)}' y='{_num(y + 4)}' "
                 f"text-anchor='end'>{_tick_label(t)}</text>"
             )
-        for pos, name in self.ycategories:
+        for pos, name in ycats:
             out.append(
                 f"<text x='{_num(left - 4)}' y='{_num(sy(pos) + 4)}' text-anchor='end'>"
                 f"{html.escape(name)}</text>"
             )
-        if self.xcategories:
-            for pos, name in self.xcategories:
+        if xcats:
+            for pos, name in xcats:
                 x, y = sx(pos), top + ph + 14
                 rot = f" transform='rotate(-{_num(self.xrotate)} {_num(x)} {_num(y)})'"
                 anchor = "end" if self.xrotate else "middle"
@@ -301,6 +309,10 @@ class Chart:
                 parts.append(swatch + text)
                 x += _entry_width(label)
         return "".join(parts)
+
+
+def _short(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "\u2026"
 
 
 def _entry_width(label: str) -> float:

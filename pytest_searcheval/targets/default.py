@@ -44,7 +44,7 @@ def _freeze_long_lived() -> None:
     full collections of about 0.19 s each in a warm evaluation of the shipped collection,
     five of them pytest's own at exit (docs/performance.md). One collection first, so that
     the garbage of starting is freed rather than frozen. Objects made later (the tests')
-    are collected as before."""
+    are collected as before. Undone when the target stops."""
     import gc
 
     gc.collect()
@@ -110,6 +110,8 @@ def default_target(state: EvalState) -> Iterator[SearchTarget]:
     missing = missing_engine_modules()
     if missing:
         pytest.exit(NO_TARGET.format(missing=", ".join(missing)), returncode=4)
+    import gc
+
     from pytest_searcheval.engine.core import Engine
     from pytest_searcheval.engine.lifecycle import stop_on_signals
     from pytest_searcheval.engine.service import serve_in_thread
@@ -117,12 +119,17 @@ def default_target(state: EvalState) -> Iterator[SearchTarget]:
 
     # SIGTERM and SIGHUP stop the run as Ctrl-C does (pytest then tears this fixture down, so
     # the schema is dropped and the embedded server removed) instead of ending it on the spot.
-    with stop_on_signals(), Engine.start(state.collection, dsn=cfg.dsn) as engine:
-        service = serve_in_thread(engine, admin=False)
-        served = ServedEngineTarget(engine, service.url, timeout=cfg.timeout)
-        _freeze_long_lived()
-        try:
-            yield served
-        finally:
-            served.close()
-            service.stop()
+    try:
+        with stop_on_signals(), Engine.start(state.collection, dsn=cfg.dsn) as engine:
+            service = serve_in_thread(engine, admin=False)
+            served = ServedEngineTarget(engine, service.url, timeout=cfg.timeout)
+            _freeze_long_lived()
+            try:
+                yield served
+            finally:
+                served.close()
+                service.stop()
+    finally:
+        # What was frozen is collectable again once the engine is gone (a process that runs
+        # pytest.main more than once would otherwise keep every closed engine's cycles).
+        gc.unfreeze()

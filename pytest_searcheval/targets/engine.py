@@ -35,10 +35,22 @@ class _EngineCatalog:
         self.engine.delete(doc_id)
 
     def upsert_many(self, documents: Sequence[Mapping[str, Any]]) -> None:
-        self.engine.upsert_many([dict(d) for d in documents])
+        """In one write when the engine has ``upsert_many``, else one upsert per document."""
+        many = getattr(self.engine, "upsert_many", None)
+        if many is not None:
+            many([dict(d) for d in documents])
+            return
+        for d in documents:
+            self.engine.upsert(dict(d))
 
     def delete_many(self, doc_ids: Sequence[str]) -> None:
-        self.engine.delete_many(list(doc_ids))
+        """In one write when the engine has ``delete_many``, else one delete per id."""
+        many = getattr(self.engine, "delete_many", None)
+        if many is not None:
+            many(list(doc_ids))
+            return
+        for doc_id in doc_ids:
+            self.engine.delete(doc_id)
 
     def reindex(self) -> None:
         self.engine.reindex()
@@ -98,6 +110,8 @@ class ServedEngineTarget(_EngineCatalog, HttpTarget):
     """The reference engine behind its real HTTP service: searches go over HTTP (what users
     deploy is what gets measured); catalog changes and ``isolated()`` copies use the engine
     in-process, so the mutating invariants never touch the served index."""
+
+    fast_json = True  # its bodies are this package's own (targets/http.py: _decode_json)
 
     def __init__(self, engine: Any, base_url: str, *, timeout: float = 30.0) -> None:
         super().__init__(base_url, timeout=timeout)

@@ -82,3 +82,16 @@ def test_thousands_of_bars_stay_small_and_boxes_need_no_data_of_their_own() -> N
     root = _parse(boxes.render())
     assert "hybrid" in ["".join(t.itertext()) for t in root.iter(f"{NS}text")]
     assert _parse(Chart().render()).tag == f"{NS}svg"  # nothing to draw: still a chart
+
+
+def test_long_labels_keep_the_axes_and_an_empty_series_keeps_its_colour() -> None:
+    fig = Chart(width=300, xlog=True)
+    fig.boxes([("p" * 110, [1.0, 2.0, 3.0]), ("hybrid", [0.001, 5.0])])
+    root = _parse(fig.render())
+    frame = next(r for r in root.iter(f"{NS}rect") if r.get("fill") == "none")
+    assert float(frame.get("width", "0")) >= 150
+    assert any("\u2026" in "".join(t.itertext()) for t in root.iter(f"{NS}text"))
+    bars = Chart()
+    bars.bars([], [], 0.4, colours="#ff7f0e", label="no data")
+    swatches = [r.get("fill") for r in _parse(bars.render()).iter(f"{NS}rect")]
+    assert "#ff7f0e" in swatches

@@ -260,6 +260,18 @@ def test_engine_target_is_mutable_and_isolates_writes() -> None:
     assert target.describe() == {"target": "engine", "postgres": "17", "name": "main"}
 
 
+def test_bulk_writes_fall_back_to_single_ones_on_an_engine_without_them() -> None:
+    """Filter conformance writes in bulk through the target; an engine with only
+    ``upsert``/``delete`` still gets every write, one at a time."""
+    from pytest_searcheval.invariants.catalog import _in_bulk
+
+    engine = FakeEngine({"a": "rain", "b": "sun", "c": "snow"})
+    target = EngineTarget(engine)
+    _in_bulk(target, "delete", ["a", "b"])
+    _in_bulk(target, "upsert", [{"id": "d", "text": "rain"}, {"id": "d", "text": "hail"}])
+    assert engine.docs == {"c": "snow", "d": "hail"}
+
+
 def test_response_meta_keeps_the_no_result_decision_inputs() -> None:
     body = {
         "results": [{"id": "a", "score": 0.4}],
@@ -345,12 +357,15 @@ def test_bazaar_target_sends_filters_under_the_sdk_parameter_names(server: str) 
 def test_response_bodies_decode_as_the_standard_library_decodes_them(body: bytes) -> None:
     from pytest_searcheval.targets.http import _decode_json
 
-    got, want = _decode_json(body), json.loads(body)
-    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+    want = json.loads(body)
+    for fast in (False, True):
+        got = _decode_json(body, fast=fast)
+        assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
 
 
 def test_a_body_neither_decoder_reads_is_an_error() -> None:
     from pytest_searcheval.targets.http import _decode_json
 
-    with pytest.raises(ValueError):
-        _decode_json(b"<html>502 Bad Gateway</html>")
+    for fast in (False, True):
+        with pytest.raises(ValueError):
+            _decode_json(b"<html>502 Bad Gateway</html>", fast=fast)
