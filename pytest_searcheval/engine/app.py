@@ -13,7 +13,7 @@ Routes:
   model, latency_ms``). Filter parameters are the shared vocabulary (``type, network, scheme,
   asset, recipient, max_price_usd, extension``).
 * ``GET /openapi.json``: the OpenAPI document of every route (engine/openapi.py).
-* ``GET /healthz`` -> ``{status, profiles, postgres, pgvector, model, documents}``.
+* ``GET /healthz`` -> ``{status, profiles, defaults, postgres, pgvector, model, documents}``.
 * ``PUT /admin/resources/{id}``, ``DELETE /admin/resources/{id}``, ``POST /admin/reindex``:
   need ``Authorization: Bearer <token>`` (compared in constant time); without a configured
   token the admin routes answer 403.
@@ -525,6 +525,9 @@ def create_app(
             {
                 "status": "ok",
                 "profiles": dict(engine.profiles()),
+                # what an evaluation of this service gates on unless told otherwise (the
+                # plugin's HttpTarget.defaults reads it; the in-process targets say the same)
+                "defaults": {"gated_profile": "hybrid", "gate_over": "lexical"},
                 "postgres": facts.get("postgres"),
                 "pgvector": facts.get("pgvector"),
                 "model": facts.get("model"),

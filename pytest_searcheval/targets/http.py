@@ -112,6 +112,19 @@ class HttpTarget:
             return {str(k): (None if v is None else str(v)) for k, v in profiles.items()}
         return {}
 
+    def defaults(self) -> Mapping[str, Any]:
+        """The gated and gate-over profiles the service advertises in ``/healthz`` under
+        ``defaults`` (the reference engine: hybrid over lexical); settings still win. Without
+        them the first profile the service lists is gated."""
+        advertised = self._health().get("defaults")
+        if not isinstance(advertised, Mapping):
+            return {}
+        return {
+            k: v
+            for k, v in advertised.items()
+            if k in ("gated_profile", "gate_over") and isinstance(v, str) and v
+        }
+
     def describe(self) -> Mapping[str, Any]:
         health = dict(self._health())
         health["url"] = self.base_url

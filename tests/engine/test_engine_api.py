@@ -291,6 +291,7 @@ def test_unknown_route_and_method_are_json(client: TestClient) -> None:
 def test_healthz(client: TestClient) -> None:
     body = client.get("/healthz").json()
     assert body["status"] == "ok" and body["documents"] == 1
+    assert body["defaults"] == {"gated_profile": "hybrid", "gate_over": "lexical"}
     assert body["profiles"]["hybrid_rerank"] == "no cross-encoder configured"
     assert body["postgres"] == "18.0" and body["pgvector"] == "0.8.0"
 

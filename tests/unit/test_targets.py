@@ -50,7 +50,14 @@ class Handler(BaseHTTPRequestHandler):
         )
         q = params.get("q", params.get("query", [""]))[0]
         if url.path == "/healthz":
-            self._send(200, {"status": "ok", "profiles": {"lexical": None, "hybrid_rerank": "no"}})
+            self._send(
+                200,
+                {
+                    "status": "ok",
+                    "profiles": {"lexical": None, "hybrid_rerank": "no"},
+                    "defaults": {"gated_profile": "lexical", "gate_over": 3, "other": "x"},
+                },
+            )
         elif q == "sleep":
             time.sleep(0.5)
             self._send(200, {"results": []})
@@ -136,6 +143,12 @@ def test_http_target_speaks_the_reference_api(server: str) -> None:
     assert target.profiles() == {"lexical": None, "hybrid_rerank": "no"}
     assert target.describe()["status"] == "ok"
     target.close()
+
+
+def test_http_target_takes_the_defaults_the_service_advertises(server: str) -> None:
+    """Only string gated/gate-over profiles count; a template URL has no /healthz."""
+    assert HttpTarget(server).defaults() == {"gated_profile": "lexical"}
+    assert HttpTarget(server + "/search?q={query}").defaults() == {}
 
 
 def test_http_target_url_template(server: str) -> None:
