@@ -134,13 +134,15 @@ class SearchEvalConfig:
     )
     gated_profile: str | None = setting(
         None,
-        "profile whose queries fail tests and gate (default: hybrid for the reference "
-        "engine, else the first profile)",
+        "profile whose queries fail tests and gate (default: the target's own, e.g. "
+        "hybrid for the reference engine or an HTTP service's /healthz defaults, else the "
+        "first profile)",
     )
     gate_over: str | None = setting(
         None,
         "the gated profile must score at least this profile on the gated measures, now "
-        "and in the baseline (default: lexical for the reference engine, else none)",
+        "and in the baseline (default: the target's own, e.g. lexical for the reference "
+        "engine or an HTTP service's /healthz defaults, else none)",
     )
     relevance_level: int | None = setting(
         None,
