@@ -6,36 +6,15 @@ penalties, first-indexed order, tombstones) is the same."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from pytest_searcheval.collection import load
 from pytest_searcheval.collection.model import Collection
-from pytest_searcheval.engine.core import Engine, EngineSettings
+from pytest_searcheval.engine.core import Engine
 from pytest_searcheval.invariants.catalog import record_of
 from pytest_searcheval.x402.conformance import load_conformance
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from embedding_doubles import HashEmbedder  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def shipped() -> Collection:
-    return load(ROOT)
-
-
-@pytest.fixture(scope="module")
-def engine(pg_server: Any, shipped: Collection, tmp_path_factory: Any) -> Iterator[Engine]:
-    embedder = HashEmbedder(cache_dir=tmp_path_factory.mktemp("cache"))
-    settings = EngineSettings(no_result={})
-    with Engine.start(shipped, dsn=pg_server.dsn, settings=settings, embedder=embedder) as eng:
-        yield eng
 
 
 def _answers(eng: Engine, texts: list[tuple[str, dict[str, Any]]]) -> list[Any]:

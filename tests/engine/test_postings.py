@@ -6,39 +6,19 @@ x402.to_sql, the same listings for every shipped constraint and every single fil
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from embedding_doubles import HashEmbedder
 
-from pytest_searcheval.collection import load
 from pytest_searcheval.collection.model import Collection
 from pytest_searcheval.engine import bm25, index, restrict, x402
 from pytest_searcheval.engine.core import Engine, EngineSettings
 from pytest_searcheval.engine.dense import DenseParams
 from pytest_searcheval.engine.postings import pg_round9, pg_round9_array
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from embedding_doubles import HashEmbedder  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def shipped() -> Collection:
-    return load(ROOT)
-
-
-@pytest.fixture(scope="module")
-def engine(pg_server: Any, shipped: Collection, tmp_path_factory: Any) -> Iterator[Engine]:
-    """The shipped catalog below ``exact_below``: it ranks from SQL and keeps no postings."""
-    embedder = HashEmbedder(cache_dir=tmp_path_factory.mktemp("cache"))
-    settings = EngineSettings(no_result={})
-    with Engine.start(shipped, dsn=pg_server.dsn, settings=settings, embedder=embedder) as eng:
-        yield eng
 
 
 def _above(size: int) -> EngineSettings:
