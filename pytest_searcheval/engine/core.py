@@ -320,10 +320,7 @@ class Engine:
     def _maybe_hnsw(self, conn: psycopg.Connection[Any]) -> None:
         if len(self.catalog) < self.settings.dense.exact_below:
             if self._hnsw:
-                dense.drop_hnsw(conn)
-                conn.commit()
-                self._hnsw = False
-                self._recall = None
+                self._drop_hnsw(conn)
             return
         if not self._hnsw:
             seconds = dense.ensure_hnsw(conn, self.settings.dense)
@@ -334,14 +331,22 @@ class Engine:
             if self.settings.recall_sample > 0:
                 self.measure_hnsw_recall(sample=self.settings.recall_sample)
 
+    def _drop_hnsw(self, conn: psycopg.Connection[Any]) -> None:
+        """Readers take the exact paths first (SQL BM25F, exact scan: both right on the
+        committed rows), then the index goes (its DROP waits for the searches using it)."""
+        self._hnsw = False
+        dense.drop_hnsw(conn)
+        conn.commit()
+        self._recall = None
+
     def upsert(self, record: Mapping[str, Any] | Document) -> None:
         """Insert or replace one document (postings, options, embedding, statistics)."""
         self.upsert_many([record])
 
     def upsert_many(self, records: Sequence[Mapping[str, Any] | Document]) -> None:
         """Insert or replace documents in one transaction, in this order (a repeated id: the
-        last record wins), with the statistics
-        refreshed and the in-memory catalog rebuilt once instead of once per document.
+        last record wins), with the statistics refreshed and the in-memory catalog rebuilt
+        once instead of once per document.
 
         The rows, statistics and postings are those of the same upserts one by one; the
         near-duplicate groups are found once over the batch, as a seed finds them, so where
@@ -410,21 +415,18 @@ class Engine:
                         self.settings.dedup,
                         lambda ids: dense.stored_unit_vectors(conn, ids),
                     )
-                shrunk = self._hnsw and len(fresh) < self.settings.dense.exact_below
-                if shrunk:
-                    # Readers take the exact paths (SQL BM25F, exact scan: both right on the
-                    # committed rows) before they can see the new catalog, which below the size
-                    # keeps no postings in memory; the HNSW index is dropped after the swap.
+                if self._hnsw and len(fresh) < self.settings.dense.exact_below:
+                    # Off the in-memory postings before readers can see the new catalog,
+                    # which below the size keeps none.
                     self._hnsw = False
-                self.catalog = fresh
-                if shrunk:
-                    dense.drop_hnsw(conn)
-                    conn.commit()
-                    self._recall = None
-                elif self._hnsw:
-                    self._rebuild_hnsw(conn)
+                    self.catalog = fresh
+                    self._drop_hnsw(conn)
                 else:
-                    self._maybe_hnsw(conn)
+                    self.catalog = fresh
+                    if self._hnsw:
+                        self._rebuild_hnsw(conn)
+                    else:
+                        self._maybe_hnsw(conn)
             self.timings["reindex_seconds"] = time.perf_counter() - t0
 
     def _rebuild_hnsw(self, conn: psycopg.Connection[Any]) -> None:
