@@ -24,7 +24,7 @@ from pytest_searcheval.invariants.base import (
     _Verdict,
     profile_of,
 )
-from pytest_searcheval.targets import SearchTarget
+from pytest_searcheval.targets import SearchTarget, write_in_bulk
 
 # ------------------------------------------------------------------------------ records
 
@@ -250,18 +250,6 @@ def conformance_dir(coll: Collection, settings: InvariantSettings) -> Path | Non
     return None
 
 
-def _in_bulk(target: Any, write: str, items: Sequence[Any]) -> None:
-    """``target.<write>_many(items)`` when the target offers it (MutableTarget's optional bulk
-    writes), else ``target.<write>(item)`` for each item in order: the same change."""
-    many = getattr(target, f"{write}_many", None)
-    if many is not None:
-        many(items)
-        return
-    one = getattr(target, write)
-    for item in items:
-        one(item)
-
-
 def run_conformance(
     target: SearchTarget, coll: Collection, conf: Any, settings: InvariantSettings
 ) -> dict[str, Any]:
@@ -276,8 +264,10 @@ def run_conformance(
             return {"skip": NOT_MUTABLE}
         gone = [d for d in sorted(coll.documents) if d not in conf.documents]
         removed = len(gone)
-        _in_bulk(clone, "delete", gone)
-        _in_bulk(clone, "upsert", [record_of(conf.documents[d]) for d in sorted(conf.documents)])
+        write_in_bulk(clone, "delete", gone)
+        write_in_bulk(
+            clone, "upsert", [record_of(conf.documents[d]) for d in sorted(conf.documents)]
+        )
         search = _Searcher(clone, profile_of(settings), cache=False)
         limit = max(settings.conformance_limit, len(conf.documents))
         answers: dict[str, list[str]] = {}

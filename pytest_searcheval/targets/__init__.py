@@ -20,6 +20,7 @@ from pytest_searcheval.targets.protocol import (
     SearchTarget,
     TargetUnavailable,
     response_from_json,
+    write_in_bulk,
 )
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "ServedEngineTarget",
     "TargetUnavailable",
     "response_from_json",
+    "write_in_bulk",
 ]

@@ -16,6 +16,7 @@ from pytest_searcheval.targets.protocol import (
     SearchResponse,
     TargetUnavailable,
     response_from_json,
+    write_in_bulk,
 )
 
 
@@ -36,21 +37,11 @@ class _EngineCatalog:
 
     def upsert_many(self, documents: Sequence[Mapping[str, Any]]) -> None:
         """In one write when the engine has ``upsert_many``, else one upsert per document."""
-        many = getattr(self.engine, "upsert_many", None)
-        if many is not None:
-            many([dict(d) for d in documents])
-            return
-        for d in documents:
-            self.engine.upsert(dict(d))
+        write_in_bulk(self.engine, "upsert", [dict(d) for d in documents])
 
     def delete_many(self, doc_ids: Sequence[str]) -> None:
         """In one write when the engine has ``delete_many``, else one delete per id."""
-        many = getattr(self.engine, "delete_many", None)
-        if many is not None:
-            many(list(doc_ids))
-            return
-        for doc_id in doc_ids:
-            self.engine.delete(doc_id)
+        write_in_bulk(self.engine, "delete", list(doc_ids))
 
     def reindex(self) -> None:
         self.engine.reindex()

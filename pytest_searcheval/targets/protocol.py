@@ -10,7 +10,7 @@ the mutating invariants run only on ``isolated()`` copies, never on the shared i
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -95,6 +95,19 @@ class MutableTarget(SearchTarget, Protocol):
     def isolated(self) -> AbstractContextManager[MutableTarget]:
         """A private copy of this target's catalog, dropped when the context exits."""
         ...
+
+
+def write_in_bulk(target: Any, write: str, items: Sequence[Any]) -> None:
+    """``target.<write>_many(items)`` when the target offers it (the optional bulk writes of
+    :class:`MutableTarget`), else ``target.<write>(item)`` for each item in order: the same
+    change. ``write``: ``"upsert"`` or ``"delete"``."""
+    many = getattr(target, f"{write}_many", None)
+    if many is not None:
+        many(items)
+        return
+    one = getattr(target, write)
+    for item in items:
+        one(item)
 
 
 def response_from_json(

@@ -276,12 +276,12 @@ def test_engine_target_is_mutable_and_isolates_writes() -> None:
 def test_bulk_writes_fall_back_to_single_ones_on_an_engine_without_them() -> None:
     """Filter conformance writes in bulk through the target; an engine with only
     ``upsert``/``delete`` still gets every write, one at a time."""
-    from pytest_searcheval.invariants.catalog import _in_bulk
+    from pytest_searcheval.targets import write_in_bulk
 
     engine = FakeEngine({"a": "rain", "b": "sun", "c": "snow"})
     target = EngineTarget(engine)
-    _in_bulk(target, "delete", ["a", "b"])
-    _in_bulk(target, "upsert", [{"id": "d", "text": "rain"}, {"id": "d", "text": "hail"}])
+    write_in_bulk(target, "delete", ["a", "b"])
+    write_in_bulk(target, "upsert", [{"id": "d", "text": "rain"}, {"id": "d", "text": "hail"}])
     assert engine.docs == {"c": "snow", "d": "hail"}
 
 
