@@ -191,12 +191,12 @@ class Chart:
             # a rotated label ends under its bar: the first one must not run off the left
             first = 6.2 * len(xcats[0][1]) * math.cos(math.radians(self.xrotate))
             left = max(left, first - 10)
-        self.width = max(self.width, left + 12 + 160)  # room for the axes whatever the labels
+        width = max(self.width, left + 12 + 160)  # room for the axes whatever the labels
         bottom = 40 + (34 if self.xrotate else 0)
-        rows = self._legend_rows(self.width - 20)
+        rows = self._legend_rows(width - 20)
         top = (22 if self.title else 10) + 16 * len(rows)
         right = 12
-        pw, ph = self.width - left - right, self.height - top - bottom
+        pw, ph = width - left - right, self.height - top - bottom
 
         def sx(x: float) -> float:
             if self.xlog:
@@ -208,8 +208,8 @@ class Chart:
             return top + ph - (y - y0) / ((y1 - y0) or 1) * ph
 
         out = [
-            f"<svg xmlns='http://www.w3.org/2000/svg' role='img' width='{_num(self.width)}' "
-            f"height='{_num(self.height)}' viewBox='0 0 {_num(self.width)} "
+            f"<svg xmlns='http://www.w3.org/2000/svg' role='img' width='{_num(width)}' "
+            f"height='{_num(self.height)}' viewBox='0 0 {_num(width)} "
             f"{_num(self.height)}' {_FONT}>",
             f"<title>{html.escape(self.title or self.ylabel or 'plot')}</title>",
         ]
