@@ -9,9 +9,17 @@
    difference divided by N is the plugin's per-query-test overhead (collection, scoring, rows,
    report, gate included).
 3. ``--shipped``: a warm ``pytest --search-eval`` of the collection at the repository root with
-   the reference engine (run once first to fill the embedding cache), wall time, beside its
-   peer, the engine's own warm run (``python -m pytest_searcheval.engine run --profile hybrid
-   --split test``), the two alternated, as a ratio.
+   the reference engine (run once first to fill the embedding cache), the whole evaluation
+   (query tests, invariants, latency test, report), wall time, beside its peer, the engine's own
+   warm run (``python -m pytest_searcheval.engine run --profile hybrid --split test``), the two
+   alternated, as a ratio.
+4. ``--floor``: what of the evaluation is the engine's own work. One evaluation records every
+   search it sends over HTTP (a plugin wrapping ``HttpTarget.search``); this process then starts
+   the engine as the default target does and sends the same searches in-process. Printed: the
+   searches over HTTP, the same searches in-process, the engine's start, and the engine's own
+   warm run, each as a ratio against that run. The invariants that change a catalog work on
+   in-process clones in the evaluation too; their time there is added as measured. The floor
+   leaves out imports, pytest's own work and the report: it is a lower bound.
 
 Every figure is printed beside a peer measured in the same run (the in-process time against
 the marginal cost of a plain no-op test). Prints measured numbers only; nothing is asserted.
@@ -148,12 +156,15 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--shipped", action="store_true")
+    parser.add_argument("--floor", action="store_true")
     parser.add_argument("--skip-overhead", action="store_true")
     args = parser.parse_args()
     if not args.skip_overhead:
         overhead(args.queries, args.repeats)
     if args.shipped:
         shipped(args.repeats)
+    if args.floor:
+        floor(args.repeats)
 
 
 def overhead(queries: int, repeats: int) -> None:
@@ -183,19 +194,124 @@ def overhead(queries: int, repeats: int) -> None:
     print(f"fixed cost of the evaluation (collection load, report, plots, gate): {fixed:.2f} s")
 
 
-def shipped(repeats: int) -> None:
-    py = sys.executable
-    env = dict(os.environ)
-    report_dir = str(Path(tempfile.gettempdir()) / "searcheval-bench-report")
+ENGINE_RUN = [
+    sys.executable, "-m", "pytest_searcheval.engine", "run", "--collection", ".",
+    "--profile", "hybrid", "--split", "test", "--out", os.devnull,
+]  # fmt: skip
+
+
+def evaluation(report_dir: str, *extra: str) -> list[str]:
+    """The whole warm evaluation of the shipped collection, as the README runs it."""
     # "=": a separate value that names an existing directory would steer pytest's rootdir.
-    cmd = [
-        py, "-m", "pytest", "--search-eval", "collection.yaml", "-q", "-p", "no:cacheprovider",
-        "-p", "no:xdist", "-m", "searcheval_query", f"--search-eval-report-dir={report_dir}",
+    return [
+        sys.executable, "-m", "pytest", "--search-eval", "collection.yaml", "-q",
+        "-p", "no:cacheprovider", "-p", "no:xdist", f"--search-eval-report-dir={report_dir}",
+        *extra,
     ]  # fmt: skip
-    engine = [
-        py, "-m", "pytest_searcheval.engine", "run", "--collection", ".", "--profile", "hybrid",
-        "--split", "test", "--out", os.devnull,
-    ]  # fmt: skip
+
+
+# Loaded into one evaluation with -p: every search sent over HTTP, with its client-side time.
+RECORDER = """
+import json, os, time
+from pytest_searcheval.targets import http
+
+_search = http.HttpTarget.search
+_log = open(os.environ["SEARCHEVAL_BENCH_LOG"], "w")
+
+def search(self, query, *, profile, limit=20, filters=None, extract=True):
+    start = time.perf_counter()
+    try:
+        return _search(self, query, profile=profile, limit=limit, filters=filters, extract=extract)
+    finally:
+        row = dict(query=query, profile=profile, limit=limit, filters=dict(filters or {}),
+                   extract=extract, seconds=time.perf_counter() - start)
+        _log.write(json.dumps(row) + "\\n")
+        _log.flush()
+
+http.HttpTarget.search = search
+
+def pytest_unconfigure(config):
+    phases = config.pluginmanager.get_plugin("searcheval-phases")
+    if phases is not None:
+        with open(os.environ["SEARCHEVAL_BENCH_LOG"] + ".phases", "w") as out:
+            json.dump(phases.seconds, out)
+"""
+
+#: Invariants that change a catalog: they work on in-process clones of the engine in the
+#: evaluation too (their time there is engine work, not HTTP), and send no search over HTTP.
+IN_PROCESS_PHASES = (
+    "invariant deletion-isolation",
+    "invariant duplicate-resistance",
+    "invariant filter-conformance",
+    "invariant known-item-stability",
+)
+
+
+def floor(repeats: int) -> None:
+    import gc
+
+    from pytest_searcheval.collection import load
+    from pytest_searcheval.engine.core import Engine
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "searcheval_bench_recorder.py").write_text(RECORDER)
+        log = Path(tmp) / "searches.jsonl"
+        env = dict(os.environ, SEARCHEVAL_BENCH_LOG=str(log))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [tmp, env.get("PYTHONPATH")]))
+        cmd = evaluation(str(Path(tmp) / "report"), "-p", "searcheval_bench_recorder")
+        evaluated = run(cmd, ROOT, env, cpu=False)
+        rows = [json.loads(line) for line in log.read_text().splitlines()]
+        phases = json.loads(Path(str(log) + ".phases").read_text())
+    clones = sum(phases.get(name, 0.0) for name in IN_PROCESS_PHASES)
+    peer = [run(ENGINE_RUN, ROOT, dict(os.environ), cpu=False) for _ in range(repeats)]
+    over_http = sum(r["seconds"] for r in rows)
+    start = time.perf_counter()
+    engine = Engine.start(load(str(ROOT)))
+    started = time.perf_counter() - start
+    gc.collect()
+    gc.freeze()  # as the default target does once the engine is up
+    try:
+        replays = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for r in rows:
+                engine.search(
+                    r["query"],
+                    profile=r["profile"],
+                    limit=r["limit"],
+                    filters=r["filters"] or None,
+                    extract=r["extract"],
+                )
+            replays.append(time.perf_counter() - t0)
+    finally:
+        engine.close()
+        gc.unfreeze()
+    own = statistics.median(peer)
+    in_process = min(replays)
+    print(f"load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"the engine's own warm run: median {own:.2f} s of {repeats} (the peer: 1.00x)")
+    print(f"the evaluation (recording its searches): {evaluated:.2f} s, {evaluated / own:.2f}x")
+    print(
+        f"its {len(rows)} searches over HTTP: {over_http:.2f} s, {over_http / own:.2f}x; the same "
+        f"searches in-process: {in_process:.2f} s (best of {repeats}), {in_process / own:.2f}x"
+    )
+    print(f"the engine's start in-process (what the evaluation's fixture does): {started:.2f} s")
+    print(
+        f"the invariants on in-process clones (deletion isolation, duplicate resistance, "
+        f"filter conformance, known items across a re-index), as timed in the evaluation: "
+        f"{clones:.2f} s"
+    )
+    least = started + in_process + clones
+    print(
+        f"floor, start + those searches in-process + the clone invariants: {least:.2f} s, "
+        f"{least / own:.2f}x the engine's own run (imports, pytest and the report not counted)"
+    )
+
+
+def shipped(repeats: int) -> None:
+    env = dict(os.environ)
+    cmd = evaluation(str(Path(tempfile.gettempdir()) / "searcheval-bench-report"))
+    engine = ENGINE_RUN
     first = run(cmd, ROOT, env, cpu=False)
     warm: list[float] = []
     peer: list[float] = []
