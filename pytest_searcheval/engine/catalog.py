@@ -37,8 +37,8 @@ class Catalog:
         self.filter_rows: dict[str, tuple[str | None, tuple[str, ...], list[dict[str, Any]]]] = {}
         #: every indexed id in order (what ``Engine.list_resources`` pages through), until a write
         self.sorted_ids: list[str] | None = None
-        #: the postings in memory: what BM25F ranks from at or above ``exact_below``
-        #: (engine/postings.py), empty below it; replaced, never changed, by a write
+        #: the postings in memory: what BM25F ranks from (engine/postings.py); replaced,
+        #: never changed, by a write
         self.postings = Postings()
 
     def __len__(self) -> int:
@@ -87,11 +87,6 @@ class Catalog:
         fresh = self.postings.copy() if len(self.postings) else Postings()
         fresh.add(rows)
         self.postings = fresh
-
-    def drop_postings(self) -> None:
-        """No in-memory postings: the catalog ranks from SQL (below ``exact_below``)."""
-        if len(self.postings):
-            self.postings = Postings()
 
     def refresh(self) -> None:
         """Recompute the priors and drop the memos. Every write path that changes statistics

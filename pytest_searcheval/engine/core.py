@@ -2,7 +2,8 @@
 
 Profiles (see docs/engine.md for formulas):
 
-- ``lexical``: BM25F in SQL over the fields title, text, meta (tags/provider), url, tool;
+- ``lexical``: BM25F over the fields title, text, meta (tags/provider), url, tool, from the
+  postings PostgreSQL stores, ranked from their in-memory copy (engine/postings.py);
 - ``semantic``: all-MiniLM-L6-v2 cosine in pgvector (exact scan below
   ``DenseParams.exact_below`` documents, HNSW above);
 - ``hybrid``: weighted RRF of the two (ranked over the unfiltered catalog) plus a bounded
@@ -305,16 +306,8 @@ class Engine:
     def _index_postings(
         self, catalog: Catalog, written: Sequence[tuple[str, Mapping[str, Mapping[str, int]]]]
     ) -> None:
-        """The in-memory postings follow a write only where searches read them: catalogs at or
-        above ``exact_below`` (engine/search.py). Below it they are not kept, so an upsert
-        costs no copy of every posting (30 upserts of filter conformance copied all of them
-        30 times). A catalog that reaches the size gets the postings of every listing
-        (tombstoned ones included, as their SQL rows stay until ``reindex``)."""
-        if len(catalog) < self.settings.dense.exact_below:
-            catalog.drop_postings()
-            return
-        if not len(catalog.postings) and len(written) < len(catalog):
-            written = [(d.id, documents.postings_of(d)) for d in catalog.docs.values()]
+        """The in-memory postings, what BM25F ranks from (engine/search.py), follow a write:
+        the postings ``written`` enter a copy that replaces them (engine/catalog.py)."""
         catalog.index_postings(written)
 
     def _maybe_hnsw(self, conn: psycopg.Connection[Any]) -> None:
@@ -332,8 +325,9 @@ class Engine:
                 self.measure_hnsw_recall(sample=self.settings.recall_sample)
 
     def _drop_hnsw(self, conn: psycopg.Connection[Any]) -> None:
-        """Readers take the exact paths first (SQL BM25F, exact scan: both right on the
-        committed rows), then the index goes (its DROP waits for the searches using it)."""
+        """Readers take the exact paths first (the exact dense scan and the filter predicate
+        in SQL: both right on the committed rows), then the index goes (its DROP waits for the
+        searches using it)."""
         self._hnsw = False
         dense.drop_hnsw(conn)
         conn.commit()
@@ -416,8 +410,7 @@ class Engine:
                         lambda ids: dense.stored_unit_vectors(conn, ids),
                     )
                 if self._hnsw and len(fresh) < self.settings.dense.exact_below:
-                    # Off the in-memory postings before readers can see the new catalog,
-                    # which below the size keeps none.
+                    # On the exact paths before readers can see the smaller catalog.
                     self._hnsw = False
                     self.catalog = fresh
                     self._drop_hnsw(conn)

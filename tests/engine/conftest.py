@@ -32,8 +32,8 @@ def shipped() -> Collection:
 @pytest.fixture(scope="module")
 def engine(pg_server: Any, shipped: Collection, tmp_path_factory: Any) -> Iterator[Engine]:
     """The shipped catalog on a model-free embedder, without a no-result rule; below
-    ``exact_below``, so it ranks from SQL and keeps no postings in memory. A module with an
-    ``engine`` of its own uses that one."""
+    ``exact_below`` (an exact dense scan, no HNSW index). A module with an ``engine`` of its
+    own uses that one."""
     embedder = HashEmbedder(cache_dir=tmp_path_factory.mktemp("cache"))
     settings = EngineSettings(no_result={})
     with Engine.start(shipped, dsn=pg_server.dsn, settings=settings, embedder=embedder) as eng:

@@ -1,8 +1,9 @@
-"""What catalogs at or above ``exact_below`` compute in memory against the SQL that ranks the
-others: BM25F from the postings (engine/postings.py against engine/bm25.py: the same documents,
-order, rounded scores and idf, on the shipped catalog, with hard filters, after upserts, a
-delete and a re-index, and through the engine) and the hard-filter check (x402.matches against
-x402.to_sql, the same listings for every shipped constraint and every single filter value)."""
+"""BM25F from the in-memory postings (engine/postings.py), what every catalog ranks from,
+against the SQL statement that defines it (engine/bm25.py): the same documents, order, rounded
+scores and idf on the shipped catalog, with hard filters, after upserts, a delete and a
+re-index, below and at or above ``exact_below``, and through the engine's lexical profile; and
+the hard-filter check of HNSW catalogs (x402.matches against x402.to_sql, the same listings for
+every shipped constraint and every single filter value)."""
 
 from __future__ import annotations
 
@@ -121,43 +122,95 @@ def test_writes_keep_both_alike(kept: Engine, shipped: Collection) -> None:
         copy.close()
 
 
-def test_the_engine_ranks_from_memory_above_exact_below(
-    pg_server: Any, shipped: Collection, engine: Engine, tmp_path: Path
-) -> None:
-    settings = EngineSettings(no_result={}, dense=DenseParams(exact_below=100), recall_sample=0)
-    embedder = HashEmbedder(cache_dir=tmp_path)
-    with Engine.start(shipped, dsn=pg_server.dsn, settings=settings, embedder=embedder) as big:
-        assert big.hnsw
-        compared = filtered = 0
-        for query in shipped.queries.values():
-            if compared >= 80 and not query.constraints:
-                continue
-            for limit in (3, 20):
-                want = engine.search(
-                    query.text, profile="lexical", limit=limit, apply_threshold=False
-                )
-                got = big.search(query.text, profile="lexical", limit=limit, apply_threshold=False)
-                assert [(r["id"], r["score"]) for r in got["results"]] == [
-                    (r["id"], r["score"]) for r in want["results"]
-                ], query.id
-                assert got["filters"] == want["filters"]
-            compared += 1
-            filtered += bool(want["filters"]["applied"])
-        assert filtered >= 20
+def sql_lexical(eng: Engine, q: str, limit: int) -> list[tuple[str, float]]:
+    """The lexical profile's answer as the SQL statement ranks it: the query's text and hard
+    filters as the engine reads them, BM25F in SQL, tombstones dropped, cut at ``limit``."""
+    query = restrict.constraints(q, None, extract=True, assets=eng.assets)
+    candidates, params = restrict.candidate_query(query.applied)
+    gone = eng.catalog.tombstones
+    with eng.schema.connection() as conn, conn.transaction():
+        hits, _ = bm25.search(
+            conn,
+            index.query_terms(query.text),
+            eng.settings.bm25,
+            n_docs=len(eng.catalog),
+            limit=limit + len(gone),
+            candidates=candidates,
+            candidate_params=params,
+        )
+    return [(h.doc_id, round(h.score, 6)) for h in hits if h.doc_id not in gone][:limit]
 
 
-def test_postings_are_kept_from_the_size_on_and_dropped_below_it(
-    pg_server: Any, shipped: Collection, engine: Engine, tmp_path: Path
+def assert_engine_ranks_as_sql(eng: Engine, shipped: Collection, what: str) -> None:
+    __tracebackhide__ = True
+    compared = filtered = 0
+    for query in shipped.queries.values():
+        if compared >= 80 and not query.constraints:
+            continue
+        for limit in (3, 20):
+            got = eng.search(query.text, profile="lexical", limit=limit, apply_threshold=False)
+            want = sql_lexical(eng, query.text, limit)
+            assert [(r["id"], r["score"]) for r in got["results"]] == want, (what, query.id)
+        compared += 1
+        filtered += bool(got["filters"]["applied"])
+    assert filtered >= 20  # hard filters were part of the comparison
+
+
+def test_the_engine_ranks_as_the_sql_below_exact_below(engine: Engine, shipped: Collection) -> None:
+    assert not engine.hnsw and len(engine.catalog.postings) == len(shipped.documents)
+    assert_engine_ranks_as_sql(engine, shipped, "exact-scan catalog")
+
+
+def test_the_engine_ranks_as_the_sql_at_or_above_exact_below(
+    kept: Engine, shipped: Collection
 ) -> None:
-    """Below ``exact_below`` a write copies no postings; the upsert that reaches the size
-    indexes every listing (a tombstoned one too), and a re-index below it drops them."""
-    assert not len(engine.catalog.postings)
+    assert_engine_ranks_as_sql(kept, shipped, "HNSW catalog")
+
+
+def test_postings_follow_every_write_below_exact_below(engine: Engine, shipped: Collection) -> None:
+    """A catalog below the size keeps its postings current through upserts (a tombstoned
+    listing's stay, as its SQL rows do until ``reindex``) and a re-index, and ranks as the SQL
+    does after each."""
+    copy = engine.clone()
+    try:
+        assert not copy.hnsw and len(copy.catalog.postings) == len(shipped.documents)
+        gone = list(shipped.documents)[7]
+        copy.delete(gone)
+        first = next(iter(shipped.documents.values()))
+        copy.upsert(
+            {
+                "id": "one-more-listing",
+                "title": "Marine Weather Forecast by Coordinates",
+                "text": "Wind, swell and tide forecasts for any latitude and longitude.",
+                "fields": first.fields,
+                "x402": first.x402,
+                "sidecar": first.sidecar,
+            }
+        )
+        assert not copy.hnsw and len(copy.catalog.postings) == len(shipped.documents) + 1
+        assert gone in copy.catalog.postings.slot_of
+        texts = [q.text for q in list(shipped.queries.values())[:80]]
+        for text in [*texts, "marine weather forecast"]:
+            assert_same(*both(copy, text, 200), f"after writes: {text!r}")
+        assert_engine_ranks_as_sql(copy, shipped, "after writes")
+        copy.reindex()
+        assert len(copy.catalog.postings) == len(shipped.documents)
+        assert gone not in copy.catalog.postings.slot_of
+        for text in texts:
+            assert_same(*both(copy, text, 200), f"after reindex: {text!r}")
+    finally:
+        copy.close()
+
+
+def test_crossing_exact_below_keeps_the_postings(
+    pg_server: Any, shipped: Collection, tmp_path: Path
+) -> None:
+    """The upsert that takes a catalog to the size builds the HNSW index beside the postings
+    it already keeps; the re-index that takes it below drops the index, not the postings."""
     size = len(shipped.documents) + 1
     embedder = HashEmbedder(cache_dir=tmp_path)
     with Engine.start(shipped, dsn=pg_server.dsn, settings=_above(size), embedder=embedder) as eng:
-        assert not eng.hnsw and not len(eng.catalog.postings)
-        gone = list(shipped.documents)[7]
-        eng.delete(gone)
+        assert not eng.hnsw and len(eng.catalog.postings) == len(shipped.documents)
         first = next(iter(shipped.documents.values()))
         eng.upsert(
             {
@@ -169,15 +222,13 @@ def test_postings_are_kept_from_the_size_on_and_dropped_below_it(
                 "sidecar": first.sidecar,
             }
         )
-        assert eng.hnsw and len(eng.catalog) == size
-        assert len(eng.catalog.postings) == size
-        assert gone in eng.catalog.postings.slot_of
-        texts = [q.text for q in list(shipped.queries.values())[:80]]
-        for text in [*texts, "marine weather forecast"]:
+        assert eng.hnsw and len(eng.catalog.postings) == size
+        for text in [q.text for q in list(shipped.queries.values())[:40]]:
             assert_same(*both(eng, text, 200), f"after reaching the size: {text!r}")
         eng.delete("one-more-listing")
         eng.reindex()
-        assert not eng.hnsw and not len(eng.catalog.postings)
+        assert not eng.hnsw and len(eng.catalog.postings) == len(shipped.documents)
+        assert_engine_ranks_as_sql(eng, shipped, "after a re-index below the size")
 
 
 def test_rounding_is_postgresqls(engine: Engine) -> None:
