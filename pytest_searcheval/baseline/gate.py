@@ -278,17 +278,27 @@ def _conventions(report: Mapping[str, Any], baseline: Mapping[str, Any]) -> Rule
         for key in CONVENTIONS
         if before.get(key) != now.get(key)
     ]
+    # The invariant outcomes and known failures a baseline holds are the gated profile's; a
+    # baseline written before it recorded that profile is compared as before.
+    recorded = before.get("gated_profile")
+    gated = report["run"].get("gated_profile")
+    if recorded is not None and recorded != gated:
+        diffs.append(
+            f"gated profile {recorded!r} in the baseline (its invariant outcomes and known "
+            f"failures are that profile's), {gated!r} now"
+        )
     if diffs:
         return Rule(
             "conventions match the baseline",
             "failed",
             "; ".join(diffs) + " (re-baseline deliberately to change them)",
         )
-    return Rule(
-        "conventions match the baseline",
-        "passed",
-        "split, limit, gain, relevance level, measures and trec mode as in the baseline",
-    )
+    same = "split, limit, gain, relevance level, measures and trec mode"
+    if recorded is None:
+        detail = f"{same} as in the baseline (it does not record its gated profile)"
+    else:
+        detail = f"{same}, and the gated profile {gated!r}, as in the baseline"
+    return Rule("conventions match the baseline", "passed", detail)
 
 
 def _latency_rule(report: Mapping[str, Any], cfg: SearchEvalConfig) -> Rule:
@@ -394,9 +404,15 @@ def make_baseline(
             "hashes": report["collection"]["hashes"],
         },
         "model": report.get("model"),
-        "run": conventions(cfg),
+        # The invariants' outcomes and the ledger were measured on the gated profile.
+        "run": {**conventions(cfg), "gated_profile": cfg.gated},
         "profiles": profiles,
-        "invariants": {k: bool(v.get("passed")) for k, v in report.get("invariants", {}).items()},
+        # A skipped case checked nothing: it is left out, as a case the baseline lacks is read.
+        "invariants": {
+            k: bool(v.get("passed"))
+            for k, v in report.get("invariants", {}).items()
+            if v.get("status") != "skipped"
+        },
         "known_failures": make_ledger(report),
     }
 

@@ -38,7 +38,7 @@ def _profile(ndcg: float, recall: float, nra: float = 1.0, violations: int = 0) 
 
 def _report(**hybrid: Any) -> dict[str, Any]:
     return {
-        "run": {"complete": True, "conventions": conventions(CFG)},
+        "run": {"complete": True, "conventions": conventions(CFG), "gated_profile": CFG.gated},
         "profiles": {"lexical": _profile(0.5, 0.6), "hybrid": _profile(**hybrid)},
         "collection": {"name": "t", "version": 1, "hashes": dict(HASHES)},
         "model": {"id": "m", "revision": "r1"},
@@ -163,6 +163,30 @@ def test_conventions_that_differ_from_the_baseline_fail_naming_each() -> None:
     assert rule.status == "failed"
     assert "split 'test' in the baseline, 'dev' now" in rule.detail
     assert "limit 20 in the baseline, 10 now" in rule.detail
+
+
+def test_a_run_gating_another_profile_than_the_baselines_fails_the_conventions() -> None:
+    assert BASE["run"]["gated_profile"] == CFG.gated == "hybrid"
+    report = _report(ndcg=0.7, recall=0.8, nra=0.9)
+    report["run"]["gated_profile"] = "lexical"
+    rule = _rules(report, BASE)["conventions match the baseline"]
+    assert rule.status == "failed"
+    assert (
+        "gated profile 'hybrid' in the baseline" in rule.detail and "'lexical' now" in rule.detail
+    )
+    same = _rules(_report(ndcg=0.7, recall=0.8, nra=0.9), BASE)["conventions match the baseline"]
+    assert same.status == "passed" and "gated profile 'hybrid'" in same.detail
+
+
+def test_a_baseline_that_does_not_record_its_gated_profile_is_compared_as_before() -> None:
+    import copy
+
+    older = copy.deepcopy(BASE)
+    del older["run"]["gated_profile"]
+    report = _report(ndcg=0.7, recall=0.8, nra=0.9)
+    report["run"]["gated_profile"] = "lexical"
+    rule = _rules(report, older)["conventions match the baseline"]
+    assert rule.status == "passed" and "does not record its gated profile" in rule.detail
 
 
 def test_gate_over_profile_comes_from_the_settings() -> None:
