@@ -202,8 +202,17 @@ def evaluate(
         counts = f"{checked - len(failed)}/{checked} pass" + (
             f", {skipped} skipped" if skipped else ""
         )
+        measured = ((baseline or {}).get("run") or {}).get("gated_profile")
         if baseline is None:
             rules.append(Rule("invariants not below baseline", "skipped", f"no baseline; {counts}"))
+        elif measured is not None and measured != report["run"].get("gated_profile"):
+            rules.append(
+                Rule(
+                    "invariants not below baseline",
+                    "skipped",
+                    f"{counts}; the baseline's outcomes are the gated profile {measured!r}'s",
+                )
+            )
         else:
             rules.append(
                 Rule(

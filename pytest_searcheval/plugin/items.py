@@ -103,6 +103,17 @@ class SearchEvalItem(pytest.Function):
         return False
 
     def verdict(self, reasons: Sequence[Reason]) -> LedgerVerdict:
+        # A test's expectations and invariants are judged on the gated profile, so the outcomes
+        # a baseline records are its gated profile's: another profile's failure is neither a
+        # regression nor a known failure of it (the gate's conventions rule fails the run).
+        measured = ((self.state.baseline or {}).get("run") or {}).get("gated_profile")
+        gated = self.state.cfg.gated
+        if measured is not None and measured != gated:
+            return LedgerVerdict(
+                "new",
+                f"not compared with the baseline: its outcomes are the gated profile "
+                f"{measured!r}'s, this run gates {gated!r} (re-baseline to compare)",
+            )
         recorded = ledger(self.state.baseline, self.ledger_kind).get(self.key)
         return judge_failure(reasons, recorded, self.passed_before())
 

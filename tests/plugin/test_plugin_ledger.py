@@ -87,6 +87,28 @@ def test_new_failure_of_a_test_that_passed_in_the_baseline_fails(
     result.stdout.fnmatch_lines(["*[[]failed[]] hybrid no-result accuracy vs baseline: 0.0000*"])
 
 
+def test_a_run_gating_another_profile_is_not_judged_by_the_baselines_outcomes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester)
+    baseline = _rebaseline(pytester)
+    assert baseline["run"]["gated_profile"] == "hybrid"  # type: ignore[index]
+    monkeypatch.setenv("SEARCHEVAL_FAKE", "stuff")
+    result = pytester.runpytest(*ARGS, "--search-eval-gated-profile=lexical")
+    result.assert_outcomes(passed=2, failed=2)  # q3, and q1 on the fake's lexical ranking
+    result.stdout.fnmatch_lines(
+        [
+            "*not compared with the baseline: its outcomes are the gated profile 'hybrid''s, "
+            "this run gates 'lexical' (re-baseline to compare)"
+        ]
+    )
+    result.stdout.no_fnmatch_line("*regression: this test passed in the baseline*")
+    result.stdout.fnmatch_lines(
+        ["*[[]failed[]] conventions match the baseline: gated profile 'hybrid' in the baseline*"]
+    )
+    assert result.ret == 1
+
+
 def test_hard_filter_violation_is_never_excused(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -169,13 +169,30 @@ def test_a_run_gating_another_profile_than_the_baselines_fails_the_conventions()
     assert BASE["run"]["gated_profile"] == CFG.gated == "hybrid"
     report = _report(ndcg=0.7, recall=0.8, nra=0.9)
     report["run"]["gated_profile"] = "lexical"
-    rule = _rules(report, BASE)["conventions match the baseline"]
+    rules = _rules(report, BASE)
+    rule = rules["conventions match the baseline"]
     assert rule.status == "failed"
     assert (
         "gated profile 'hybrid' in the baseline" in rule.detail and "'lexical' now" in rule.detail
     )
+    assert not passed(list(rules.values()))
     same = _rules(_report(ndcg=0.7, recall=0.8, nra=0.9), BASE)["conventions match the baseline"]
     assert same.status == "passed" and "gated profile 'hybrid'" in same.detail
+
+
+def test_invariants_are_not_compared_with_another_gated_profiles_outcomes() -> None:
+    base = make_baseline(_with_invariant(passed=True), CFG, "v1")
+    now = _with_invariant(passed=False)
+    assert _rules(now, base)["invariants not below baseline"].status == "failed"
+    now["run"]["gated_profile"] = "lexical"
+    rule = _rules(now, base)["invariants not below baseline"]
+    assert rule.status == "skipped" and "gated profile 'hybrid'" in rule.detail
+
+
+def _with_invariant(*, passed: bool) -> dict[str, Any]:
+    report = _report(ndcg=0.7, recall=0.8, nra=0.9)
+    report["invariants"] = {"known-item-stability-q1": {"passed": passed}}
+    return report
 
 
 def test_a_baseline_that_does_not_record_its_gated_profile_is_compared_as_before() -> None:
