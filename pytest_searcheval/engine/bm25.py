@@ -106,7 +106,7 @@ SELECT tf.doc_id,
        sum(q.idf) AS matched_idf
 FROM tf JOIN q ON q.term = tf.term
 GROUP BY tf.doc_id
-ORDER BY score DESC, tf.doc_id
+ORDER BY score DESC, tf.doc_id COLLATE "C"
 LIMIT %(limit)s
 """
 

@@ -32,7 +32,6 @@ class Catalog:
         #: order in which each id was first indexed (kept across reindex): the collapse tie-break
         self.seq: dict[str, int] = {}
         self.priors: dict[str, float] = {}
-        self.df_cache: dict[str, int] = {}
         self.filter_cache: dict[FilterKey, frozenset[str]] = {}
         self.filter_rows: dict[str, tuple[str | None, tuple[str, ...], list[dict[str, Any]]]] = {}
         #: every indexed id in order (what ``Engine.list_resources`` pages through), until a write
@@ -91,7 +90,6 @@ class Catalog:
     def refresh(self) -> None:
         """Recompute the priors and drop the memos. Every write path that changes statistics
         or options ends here (a delete changes neither: tombstones are applied separately)."""
-        self.df_cache = {}
         self.filter_cache = {}
         self.filter_rows = {}
         self.sorted_ids = None

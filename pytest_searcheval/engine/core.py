@@ -294,10 +294,12 @@ class Engine:
         docs: Sequence[Document],
         written: Sequence[tuple[str, Mapping[str, Mapping[str, int]]]],
     ) -> None:
-        """The in-memory catalog and the dense index follow the committed rows of ``docs``."""
+        """The in-memory catalog and the dense index follow the committed rows of ``docs``.
+        The memos go before the postings change, so that no search pairs the new postings with
+        a filter set of the rows before the write."""
         self.catalog.add(docs)
-        self._index_postings(self.catalog, written)
         self.catalog.refresh()
+        self._index_postings(self.catalog, written)
         self.catalog.index_adversarial(
             docs, self.settings.dedup, lambda ids: dense.stored_unit_vectors(conn, ids)
         )

@@ -1,18 +1,20 @@
-"""BM25F over an in-memory copy of the postings, for catalogs at or above ``exact_below``.
+"""BM25F over an in-memory copy of the postings: what every catalog ranks from.
 
-The formula, statistics and result are engine/bm25.py's (the SQL statement there stays the
-stored truth and ranks exact-scan catalogs): the same ``N``, ``df`` (documents with the term in
-any field), per-field average lengths over the documents that have the field, the same
-per-posting arithmetic in the same order of operations, scores rounded as PostgreSQL rounds
-``round(x::numeric, 9)`` (15 significant digits, then half away from zero), ties broken by
-doc id. Only the order in which a document's fields, and a query's terms, are summed can
-differ from a given SQL plan (PostgreSQL's own order is plan-dependent, which is why scores
-are rounded); tests/engine/test_postings.py compares both on the shipped catalog.
+The formula, statistics and result are engine/bm25.py's (the SQL statement there is the
+definition, and the tests hold this module to it): the same ``N``, ``df`` (documents with the
+term in any field), per-field average lengths over the documents that have the field, the
+same per-posting arithmetic in the same order of operations, scores rounded as PostgreSQL
+rounds ``round(x::numeric, 9)`` (15 significant digits, then half away from zero), ties broken
+by doc id in code-point order (the SQL's ``COLLATE "C"``). Only the order in which a
+document's fields, and a query's terms, are summed can differ from a given SQL plan
+(PostgreSQL's own order is plan-dependent, which is why scores are rounded);
+tests/engine/test_postings.py compares both on the shipped catalog.
 
-Why: at 100,000 listings a query term like "api" (in the URL of 81% of them) has 81,000
-postings, and the SQL statement reads each posting's heap page and its field length: 250 ms
-median, 650 ms p95 over the benchmark's queries (docs/performance.md). Here a term's postings
-are a few numpy arrays per field and a query is a handful of vector operations over them.
+Why: the SQL statement reads each posting's heap page and its field length. At 100,000
+listings a query term like "api" (in the URL of 81% of them) has 81,000 postings: 250 ms
+median, 650 ms p95 over the benchmark's queries; on the 525 shipped listings a lexical list to
+depth 525 took 4.6 ms against 0.29 ms here (docs/performance.md). Here a term's postings are a
+few numpy arrays per field and a query is a handful of vector operations over them.
 
 Layout: every document version gets a slot; ``alive[slot]`` is False once the document was
 replaced (an upsert) so its old postings drop out of ``df``, statistics and results (rows of a
@@ -84,7 +86,9 @@ class Postings:
         return len(self.slot_of)
 
     def copy(self) -> Postings:
-        """An independent copy (a clone's catalog writes without touching this one)."""
+        """An independent copy (a clone's catalog writes without touching this one). The terms
+        are shared: :meth:`add` replaces every term it changes with a changed copy of it, and
+        the arrays are replaced, never changed in place."""
         other = Postings()
         other.ids = list(self.ids)
         other.slot_of = dict(self.slot_of)
@@ -92,12 +96,7 @@ class Postings:
         other.lengths = {f: a.copy() for f, a in self.lengths.items()}
         other.field_docs = dict(self.field_docs)
         other.field_total = dict(self.field_total)
-        other.terms = {}
-        for term, entry in self.terms.items():
-            fresh = _Term()
-            fresh.fields = dict(entry.fields)  # arrays are replaced, never changed in place
-            fresh.slots = entry.slots
-            other.terms[term] = fresh
+        other.terms = dict(self.terms)
         return other
 
     # -- writes ---------------------------------------------------------------------------
@@ -126,8 +125,14 @@ class Postings:
         touched: set[str] = set()
         for (term, fname), (slots, tfs) in new.items():
             entry = self.terms.get(term)
-            if entry is None:
-                entry = self.terms[term] = _Term()
+            if term not in touched:
+                # A fresh entry for each term this write changes: the one before it may be
+                # shared with the postings it was copied from (:meth:`copy`).
+                fresh = _Term()
+                if entry is not None:
+                    fresh.fields = dict(entry.fields)
+                    fresh.slots = entry.slots
+                entry = self.terms[term] = fresh
             add_slots = np.asarray(slots, dtype=np.int32)
             add_tfs = np.asarray(tfs, dtype=np.float64)
             have = entry.fields.get(fname)

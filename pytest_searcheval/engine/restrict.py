@@ -95,13 +95,16 @@ def every_satisfying(
     """Every indexed id whose listing satisfies ``applied``: the predicate evaluated once over
     every listing, memoised per filter combination until the next write."""
     key = tuple(sorted(applied.to_dict().items()))
-    found = catalog.filter_cache.get(key)
+    # The memo of the catalog version this search started on: a write that commits while the
+    # SQL runs replaces catalog.filter_cache, and the set found here must not enter the new one.
+    memo = catalog.filter_cache
+    found = memo.get(key)
     if found is None:
         fragment, params = x402.to_sql(applied, doc="d", prefix="xf_")
         query = sql.SQL("SELECT d.id FROM documents d WHERE ") + sql.SQL(fragment)
         with schema.connection() as conn:
             found = frozenset(str(r[0]) for r in conn.execute(query, params).fetchall())
-        if len(catalog.filter_cache) >= FILTER_MEMO_SIZE:
-            catalog.filter_cache = {}
-        catalog.filter_cache[key] = found
+        if len(memo) >= FILTER_MEMO_SIZE:
+            memo.clear()
+        memo[key] = found
     return found

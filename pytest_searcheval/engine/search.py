@@ -12,7 +12,8 @@
 Fusion is rank-based, so fused profiles rank over the UNFILTERED catalog and the filters
 restrict the fused list afterwards (a filter can only remove). Pointwise scores (BM25F with
 collection-wide statistics, cosine) do not depend on the candidate set, so the single-list
-profiles push the filter into SQL, which is already a pure restriction.
+profiles restrict their list as it is ranked (the dense scan in SQL, BM25F to the listings
+that pass), which is already a pure restriction.
 """
 
 from __future__ import annotations
@@ -184,8 +185,10 @@ def retrieve(engine: Engine, p: Plan) -> Lists:
         # (shipped catalog, depth 525: 0.29 ms instead of 4.6 ms per query; 100k listings:
         # 3.8 ms instead of 250 ms median, docs/performance.md).
         terms = index.query_terms(text)
+        # One snapshot: its N is its own (every indexed row, tombstoned ones too, as the SQL's)
+        # even while a write swaps in the next postings.
         postings = engine.catalog.postings
-        n_docs = len(engine.catalog)
+        n_docs = len(postings)
 
         def best(k: int, allowed: Any = None) -> tuple[list[bm25.LexicalHit], float]:
             return postings.search(
@@ -225,8 +228,8 @@ def retrieve(engine: Engine, p: Plan) -> Lists:
     sem: list[dense.DenseHit] = []
     pending: Future[tuple[list[bm25.LexicalHit], float]] | None = None
     if p.lexical and p.dense:
-        # The lexical SQL runs on its own pooled connection while this thread encodes the
-        # query (torch releases the GIL), so a cache miss costs max(encode, SQL), not the sum.
+        # The lexical list is ranked on a pool thread while this thread encodes the query
+        # (torch releases the GIL), so a cache miss costs max(encode, lexical), not the sum.
         pending = engine.lexical_pool.submit(lexical)
     elif p.lexical:
         lex, total_idf = lexical()
@@ -314,7 +317,8 @@ def adversarial(engine: Engine, scores: dict[str, float]) -> dict[str, float]:
 def restrict_ranking(
     engine: Engine, p: Plan, ranked: Ranking, lists: Lists
 ) -> tuple[Ranking, Lists]:
-    """Hard filters (fused profiles; the single lists were filtered in SQL), then tombstones."""
+    """Hard filters (fused profiles; the single lists were restricted as they were ranked),
+    then tombstones."""
     applied = p.query.applied
     if p.fused and applied:
         allowed = restrict.satisfying(
