@@ -103,7 +103,8 @@ class SearchEvalConfig:
     collection: Path | None = setting(
         None,
         "collection directory: native, BEIR, or TREC files given by qrels/topics "
-        "(default: the rootdir when it has collection.yaml)",
+        "(default: the rootdir when it has collection.yaml, or BEIR's corpus.jsonl and "
+        "queries.jsonl)",
     )
     qrels: Path | None = setting(None, "TREC qrels file (qid 0 docid grade) as the judgments")
     topics: Path | None = setting(
@@ -461,12 +462,15 @@ def _check_collection(values: dict[str, Any], sources: Mapping[str, str], root: 
         return
     coll = values.get("collection")
     if coll is None:
-        if (root / "collection.yaml").is_file():
-            values["collection"] = root
+        if (root / "collection.yaml").is_file() or (
+            (root / "corpus.jsonl").is_file() and (root / "queries.jsonl").is_file()
+        ):
+            values["collection"] = root  # native, or a BEIR layout (collection/load.py)
             return
         raise ConfigError(
-            f"{root}: no collection.yaml here; pass --search-eval-collection=DIR (native or "
-            "BEIR) or --search-eval-qrels=FILE --search-eval-topics=FILE (TREC), or set "
+            f"{root}: no collection here (no collection.yaml, nor BEIR's corpus.jsonl and "
+            "queries.jsonl); pass --search-eval-collection=DIR (native or BEIR) or "
+            "--search-eval-qrels=FILE --search-eval-topics=FILE (TREC), or set "
             "search_eval_collection in the ini file"
         )
     if not coll.is_dir():

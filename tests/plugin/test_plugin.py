@@ -195,7 +195,31 @@ def test_missing_collection_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x():\n    pass\n")
     result = pytester.runpytest("--search-eval")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*no collection.yaml here; pass --search-eval-collection=DIR*"])
+    result.stderr.fnmatch_lines(
+        ["*no collection here (no collection.yaml, nor BEIR's corpus.jsonl and queries.jsonl)*"]
+    )
+    result.stderr.fnmatch_lines(["*pass --search-eval-collection=DIR*"])
+
+
+def test_a_beir_layout_at_the_rootdir_is_the_collection(pytester: pytest.Pytester) -> None:
+    pytester.makefile(
+        ".jsonl",
+        corpus='{"_id": "d1", "title": "Tide tables", "text": "High and low water."}\n'
+        '{"_id": "d2", "title": "Star charts", "text": "Constellations by month."}\n',
+        queries='{"_id": "q1", "text": "tide tables"}\n',
+    )
+    pytester.mkdir("qrels")
+    (pytester.path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    pytester.makeconftest(
+        "import pytest\n"
+        "from pytest_searcheval.targets import CallableTarget, Hit, SearchResponse\n"
+        "@pytest.fixture(scope='session')\n"
+        "def searcheval_target():\n"
+        "    return CallableTarget(lambda q, **kw: SearchResponse(hits=(Hit('d1', 1.0),)))\n"
+    )
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(["*collection*split=test queries=1/1*"])
 
 
 def test_baseline_update_then_regression_fails_per_query_and_in_the_gate(
