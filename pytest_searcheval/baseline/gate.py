@@ -148,6 +148,15 @@ def evaluate(
             if e["hard_filter_violations"]:
                 per_profile.append(f"{p} {e['hard_filter_violations']}")
     detail = f"{total} violations in {checked} returned results (independent oracle)"
+    filtered = sum(
+        len(e.get("ids") or [])
+        for q in (report.get("queries") or {}).values()
+        for e in (q.get("profiles") or {}).values()
+        if e.get("applied_filters")
+    )
+    if checked and not filtered:
+        # Nothing was returned under a hard filter: the oracle checked corpus membership only.
+        detail += "; no query applied a hard filter: checked only that each is a corpus document"
     if per_profile:
         detail += ": " + ", ".join(per_profile)
     rules.append(Rule("hard filters respected", "passed" if total == 0 else "failed", detail))

@@ -206,6 +206,18 @@ def test_a_baseline_that_does_not_record_its_gated_profile_is_compared_as_before
     assert rule.status == "passed" and "does not record its gated profile" in rule.detail
 
 
+def test_the_oracle_rule_says_when_no_query_applied_a_hard_filter() -> None:
+    report = _report(ndcg=0.7, recall=0.8, nra=0.9)
+    rule = _rules(report, BASE)["hard filters respected"]
+    assert rule.status == "passed"
+    assert "no query applied a hard filter: checked only that each is a corpus document" in (
+        rule.detail
+    )
+    report["queries"]["q1"]["profiles"]["hybrid"]["applied_filters"] = {"network": "x"}
+    rule = _rules(report, BASE)["hard filters respected"]
+    assert rule.status == "passed" and "no query applied" not in rule.detail
+
+
 def test_gate_over_profile_comes_from_the_settings() -> None:
     import dataclasses
 
