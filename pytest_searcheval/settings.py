@@ -462,10 +462,10 @@ def _check_collection(values: dict[str, Any], sources: Mapping[str, str], root: 
         return
     coll = values.get("collection")
     if coll is None:
-        if (root / "collection.yaml").is_file() or (
-            (root / "corpus.jsonl").is_file() and (root / "queries.jsonl").is_file()
-        ):
-            values["collection"] = root  # native, or a BEIR layout (collection/load.py)
+        from pytest_searcheval.collection.load import layout
+
+        if (root / "collection.yaml").is_file() or layout(root) == "beir":
+            values["collection"] = root  # as collection/load.py reads it
             return
         raise ConfigError(
             f"{root}: no collection here (no collection.yaml, nor BEIR's corpus.jsonl and "

@@ -5,12 +5,13 @@ why the gate opened or closed. A rule that cannot be evaluated (no baseline, par
 profile not configured) is ``skipped`` with the reason, never silently passed. ``unverified``
 (no git, no tag) fails the gate only with ``strict_baseline``.
 
-Baseline file (``baselines/baseline.json``, ``schema_version`` 1)::
+Baseline file (``baselines/baseline.json``, ``schema_version`` 2)::
 
-    {"schema_version": 1, "tool": {"name", "version"}, "tag": "searcheval-v0.1.0",
+    {"schema_version": 2, "tool": {"name", "version"}, "tag": "searcheval-v0.1.0",
      "collection": {"name", "version", "hashes": {"corpus", "queries", "judgments"}},
      "model": {"id", "revision", ...} | null,
-     "run": {"split", "gain", "relevance_level", "limit", "measures"},
+     "run": {"split", "gain", "relevance_level", "limit", "measures", "trec_compat",
+             "gated_profile"},
      "profiles": {name: {"aggregates": {measure: mean}, "no_result_accuracy": float | null,
                          "hard_filter_violations": int,
                          "queries": {qid: {measure: value, ..., "ids": [top 10]}}}},
@@ -149,14 +150,20 @@ def evaluate(
                 per_profile.append(f"{p} {e['hard_filter_violations']}")
     detail = f"{total} violations in {checked} returned results (independent oracle)"
     filtered = sum(
-        len(e.get("ids") or [])
+        1
         for q in (report.get("queries") or {}).values()
         for e in (q.get("profiles") or {}).values()
         if e.get("applied_filters")
     )
     if checked and not filtered:
-        # Nothing was returned under a hard filter: the oracle checked corpus membership only.
-        detail += "; no query applied a hard filter: checked only that each is a corpus document"
+        # No answer came under a hard filter: the oracle could only check corpus membership,
+        # and without a corpus (TREC qrels and topics alone) not even that.
+        if (report.get("collection") or {}).get("documents") == 0:
+            detail += "; no query applied a hard filter and there is no corpus: nothing checked"
+        else:
+            detail += (
+                "; no query applied a hard filter: checked only that each is a corpus document"
+            )
     if per_profile:
         detail += ": " + ", ".join(per_profile)
     rules.append(Rule("hard filters respected", "passed" if total == 0 else "failed", detail))
@@ -219,7 +226,8 @@ def evaluate(
                 Rule(
                     "invariants not below baseline",
                     "skipped",
-                    f"{counts}; the baseline's outcomes are the gated profile {measured!r}'s",
+                    f"{counts}; the baseline's outcomes were recorded on the gated profile "
+                    f"{measured!r}",
                 )
             )
         else:

@@ -64,6 +64,22 @@ def judge_failure(
     return LedgerVerdict("known", KNOWN_PREFIX + str(recorded.get("summary", "")))
 
 
+def ledger_profile_differs(baseline: Mapping[str, Any] | None, gated: str) -> str | None:
+    """Why the baseline's ledger does not apply to a run gating ``gated``, or None.
+
+    A test's expectations and invariants are judged on the gated profile, so the passes and
+    known failures a baseline records are its gated profile's: another profile's failure is
+    neither a regression nor a known failure of it (the gate's conventions rule fails such a
+    run). A baseline that does not record its gated profile applies as before."""
+    measured = ((baseline or {}).get("run") or {}).get("gated_profile")
+    if measured is None or measured == gated:
+        return None
+    return (
+        f"not judged by the baseline's known failures: they were recorded on the gated profile "
+        f"{measured!r}, and this run gates {gated!r} (re-baseline to compare)"
+    )
+
+
 def ledger(baseline: Mapping[str, Any] | None, kind: str) -> dict[str, Mapping[str, Any]]:
     """``known_failures[kind]`` of a baseline (``queries`` or ``invariants``), or empty."""
     entries = ((baseline or {}).get("known_failures") or {}).get(kind) or {}

@@ -72,6 +72,19 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def layout(root: Path) -> str | None:
+    """``"native"``, ``"beir"`` or None: how :func:`load` reads the directory ``root``."""
+    if (
+        (root / "collection.yaml").exists()
+        or (root / "corpus").is_dir()
+        or (root / "qrels" / "queries.yaml").exists()
+    ):
+        return "native"
+    if (root / "corpus.jsonl").exists() and (root / "queries.jsonl").exists():
+        return "beir"
+    return None
+
+
 def load(
     path: str | Path,
     *,
@@ -90,13 +103,10 @@ def load(
         else:
             msg = "no such directory"
         raise CollectionError([Problem(str(root), None, None, msg)])
-    if (
-        (root / "collection.yaml").exists()
-        or (root / "corpus").is_dir()
-        or (root / "qrels" / "queries.yaml").exists()
-    ):
+    kind = layout(root)
+    if kind == "native":
         return load_native(root, max_line_bytes=max_line_bytes)
-    if (root / "corpus.jsonl").exists() and (root / "queries.jsonl").exists():
+    if kind == "beir":
         return load_beir(root, max_line_bytes=max_line_bytes, grades=grades)
     raise CollectionError(
         [

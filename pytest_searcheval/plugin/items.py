@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 
-from pytest_searcheval.baseline.ledger import LedgerVerdict, judge_failure, ledger
+from pytest_searcheval.baseline.ledger import (
+    LedgerVerdict,
+    judge_failure,
+    ledger,
+    ledger_profile_differs,
+)
 from pytest_searcheval.plugin.state import STATE_KEY, EvalState
 from pytest_searcheval.reasons import Reason
 
@@ -103,17 +108,9 @@ class SearchEvalItem(pytest.Function):
         return False
 
     def verdict(self, reasons: Sequence[Reason]) -> LedgerVerdict:
-        # A test's expectations and invariants are judged on the gated profile, so the outcomes
-        # a baseline records are its gated profile's: another profile's failure is neither a
-        # regression nor a known failure of it (the gate's conventions rule fails the run).
-        measured = ((self.state.baseline or {}).get("run") or {}).get("gated_profile")
-        gated = self.state.cfg.gated
-        if measured is not None and measured != gated:
-            return LedgerVerdict(
-                "new",
-                f"not compared with the baseline: its outcomes are the gated profile "
-                f"{measured!r}'s, this run gates {gated!r} (re-baseline to compare)",
-            )
+        other = ledger_profile_differs(self.state.baseline, self.state.cfg.gated)
+        if other is not None:
+            return LedgerVerdict("new", other)
         recorded = ledger(self.state.baseline, self.ledger_kind).get(self.key)
         return judge_failure(reasons, recorded, self.passed_before())
 
@@ -125,6 +122,8 @@ class SearchEvalItem(pytest.Function):
     def ledger_status(self, failed: bool, verdict: LedgerVerdict | None) -> str | None:
         if verdict is not None:
             return verdict.status
+        if ledger_profile_differs(self.state.baseline, self.state.cfg.gated) is not None:
+            return None  # another profile's pass fixes none of the baseline's known failures
         if not failed and self.key in ledger(self.state.baseline, self.ledger_kind):
             return "fixed"
         return None
@@ -147,6 +146,9 @@ def known_failure_marker(state: EvalState, kind: str, key: str) -> pytest.MarkDe
     a failure for recorded reasons becomes an xfail, a pass an XPASS, anything else fails."""
     entry = ledger(state.baseline, kind).get(key)
     if entry is None:
+        return None
+    chosen = state.cfg.gated_profile  # resolved against the target later, when not set
+    if chosen is not None and ledger_profile_differs(state.baseline, chosen) is not None:
         return None
     return pytest.mark.xfail(
         reason=f"known failure recorded in the baseline: {entry.get('summary', '')}",

@@ -220,6 +220,10 @@ def test_a_beir_layout_at_the_rootdir_is_the_collection(pytester: pytest.Pyteste
     result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
     assert result.ret == 0, result.stdout.str()[-2000:]
     result.stdout.fnmatch_lines(["*collection*split=test queries=1/1*"])
+    # A corpus/ directory makes it a native layout to the loader: not taken for BEIR.
+    pytester.mkdir("corpus")
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
 def test_baseline_update_then_regression_fails_per_query_and_in_the_gate(

@@ -98,8 +98,8 @@ def test_a_run_gating_another_profile_is_not_judged_by_the_baselines_outcomes(
     result.assert_outcomes(passed=2, failed=2)  # q3, and q1 on the fake's lexical ranking
     result.stdout.fnmatch_lines(
         [
-            "*not compared with the baseline: its outcomes are the gated profile 'hybrid''s, "
-            "this run gates 'lexical' (re-baseline to compare)"
+            "*not judged by the baseline's known failures: they were recorded on the gated "
+            "profile 'hybrid', and this run gates 'lexical' (re-baseline to compare)"
         ]
     )
     result.stdout.no_fnmatch_line("*regression: this test passed in the baseline*")
@@ -107,6 +107,22 @@ def test_a_run_gating_another_profile_is_not_judged_by_the_baselines_outcomes(
         ["*[[]failed[]] conventions match the baseline: gated profile 'hybrid' in the baseline*"]
     )
     assert result.ret == 1
+
+
+def test_another_gated_profile_neither_xfails_nor_fixes_the_baselines_known_failures(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(pytester)
+    monkeypatch.setenv("SEARCHEVAL_FAKE", "stuff")  # q3 (unanswerable) gets an answer
+    baseline = _rebaseline(pytester)
+    assert set(baseline["known_failures"]["queries"]) == {"q3"}  # type: ignore[index]
+    monkeypatch.setenv("SEARCHEVAL_FAKE", "")  # q3 passes now, on any profile
+    result = pytester.runpytest(*ARGS, "--search-eval-gated-profile=lexical")
+    outcomes = result.parseoutcomes()
+    assert "xpassed" not in outcomes and "xfailed" not in outcomes, outcomes
+    report = read_report(pytester)
+    assert report["queries"]["q3"]["ledger"] is None
+    assert report["known_failures"]["queries"]["fixed"] == []
 
 
 def test_hard_filter_violation_is_never_excused(

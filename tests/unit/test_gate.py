@@ -186,7 +186,7 @@ def test_invariants_are_not_compared_with_another_gated_profiles_outcomes() -> N
     assert _rules(now, base)["invariants not below baseline"].status == "failed"
     now["run"]["gated_profile"] = "lexical"
     rule = _rules(now, base)["invariants not below baseline"]
-    assert rule.status == "skipped" and "gated profile 'hybrid'" in rule.detail
+    assert rule.status == "skipped" and "recorded on the gated profile 'hybrid'" in rule.detail
 
 
 def _with_invariant(*, passed: bool) -> dict[str, Any]:
@@ -214,8 +214,22 @@ def test_the_oracle_rule_says_when_no_query_applied_a_hard_filter() -> None:
         rule.detail
     )
     report["queries"]["q1"]["profiles"]["hybrid"]["applied_filters"] = {"network": "x"}
+    report["queries"]["q1"]["profiles"]["hybrid"]["ids"] = []  # applied, nothing returned
     rule = _rules(report, BASE)["hard filters respected"]
     assert rule.status == "passed" and "no query applied" not in rule.detail
+    trec = _report(ndcg=0.7, recall=0.8, nra=0.9)
+    trec["collection"]["documents"] = 0  # TREC qrels and topics without a corpus
+    rule = _rules(trec, BASE)["hard filters respected"]
+    assert "no query applied a hard filter and there is no corpus: nothing checked" in rule.detail
+
+
+def test_skipped_invariant_cases_are_not_written_into_the_baseline() -> None:
+    report = _report(ndcg=0.7, recall=0.8, nra=0.9)
+    report["invariants"] = {
+        "known-item-stability-q1": {"passed": True},
+        "deletion-isolation-q1": {"passed": False, "status": "skipped"},
+    }
+    assert make_baseline(report, CFG, "v1")["invariants"] == {"known-item-stability-q1": True}
 
 
 def test_gate_over_profile_comes_from_the_settings() -> None:
