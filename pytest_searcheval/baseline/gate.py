@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_searcheval import __version__
-from pytest_searcheval.baseline.ledger import make_ledger
+from pytest_searcheval.baseline.ledger import ledger_profile_differs, make_ledger
 from pytest_searcheval.settings import GATED_MEASURES, SearchEvalConfig
 
 BASELINE_SCHEMA_VERSION = 2
@@ -218,18 +218,11 @@ def evaluate(
         counts = f"{checked - len(failed)}/{checked} pass" + (
             f", {skipped} skipped" if skipped else ""
         )
-        measured = ((baseline or {}).get("run") or {}).get("gated_profile")
+        other = ledger_profile_differs(baseline, str(report["run"].get("gated_profile")))
         if baseline is None:
             rules.append(Rule("invariants not below baseline", "skipped", f"no baseline; {counts}"))
-        elif measured is not None and measured != report["run"].get("gated_profile"):
-            rules.append(
-                Rule(
-                    "invariants not below baseline",
-                    "skipped",
-                    f"{counts}; the baseline's outcomes were recorded on the gated profile "
-                    f"{measured!r}",
-                )
-            )
+        elif other is not None:
+            rules.append(Rule("invariants not below baseline", "skipped", f"{counts}; {other}"))
         else:
             rules.append(
                 Rule(

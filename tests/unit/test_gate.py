@@ -187,6 +187,7 @@ def test_invariants_are_not_compared_with_another_gated_profiles_outcomes() -> N
     now["run"]["gated_profile"] = "lexical"
     rule = _rules(now, base)["invariants not below baseline"]
     assert rule.status == "skipped" and "recorded on the gated profile 'hybrid'" in rule.detail
+    assert "this run gates 'lexical'" in rule.detail
 
 
 def _with_invariant(*, passed: bool) -> dict[str, Any]:
