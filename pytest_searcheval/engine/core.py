@@ -299,18 +299,11 @@ class Engine:
         a filter set of the rows before the write."""
         self.catalog.add(docs)
         self.catalog.refresh()
-        self._index_postings(self.catalog, written)
+        self.catalog.index_postings(written)
         self.catalog.index_adversarial(
             docs, self.settings.dedup, lambda ids: dense.stored_unit_vectors(conn, ids)
         )
         self._maybe_hnsw(conn)
-
-    def _index_postings(
-        self, catalog: Catalog, written: Sequence[tuple[str, Mapping[str, Mapping[str, int]]]]
-    ) -> None:
-        """The in-memory postings, what BM25F ranks from (engine/search.py), follow a write:
-        the postings ``written`` enter a copy that replaces them (engine/catalog.py)."""
-        catalog.index_postings(written)
 
     def _maybe_hnsw(self, conn: psycopg.Connection[Any]) -> None:
         if len(self.catalog) < self.settings.dense.exact_below:
@@ -404,24 +397,18 @@ class Engine:
                     conn.execute("DELETE FROM documents")
                     written = self._write(conn, docs, vectors)
                     fresh.add(docs)
-                    self._index_postings(fresh, written)
+                    fresh.index_postings(written)
                     fresh.refresh()
                     fresh.index_adversarial(
                         docs,
                         self.settings.dedup,
                         lambda ids: dense.stored_unit_vectors(conn, ids),
                     )
-                if self._hnsw and len(fresh) < self.settings.dense.exact_below:
-                    # On the exact paths before readers can see the smaller catalog.
-                    self._hnsw = False
-                    self.catalog = fresh
-                    self._drop_hnsw(conn)
+                self.catalog = fresh
+                if self._hnsw and len(fresh) >= self.settings.dense.exact_below:
+                    self._rebuild_hnsw(conn)
                 else:
-                    self.catalog = fresh
-                    if self._hnsw:
-                        self._rebuild_hnsw(conn)
-                    else:
-                        self._maybe_hnsw(conn)
+                    self._maybe_hnsw(conn)
             self.timings["reindex_seconds"] = time.perf_counter() - t0
 
     def _rebuild_hnsw(self, conn: psycopg.Connection[Any]) -> None:
