@@ -301,7 +301,7 @@ def _conventions(report: Mapping[str, Any], baseline: Mapping[str, Any]) -> Rule
     # baseline written before it recorded that profile is compared as before.
     recorded = before.get("gated_profile")
     gated = report["run"].get("gated_profile")
-    if recorded is not None and recorded != gated:
+    if ledger_profile_differs(baseline, str(gated)) is not None:
         diffs.append(
             f"gated profile {recorded!r} in the baseline (its invariant outcomes and known "
             f"failures are that profile's), {gated!r} now"

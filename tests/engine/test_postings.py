@@ -164,6 +164,19 @@ def assert_ranks_as_sql(eng: Engine, text: str, filters: dict[str, str] | None =
     assert [(r["id"], r["score"]) for r in got["results"]] == want, (text, filters)
 
 
+def one_more_listing(shipped: Collection) -> dict[str, Any]:
+    """A new listing with the first shipped listing's payment options and fields."""
+    first = next(iter(shipped.documents.values()))
+    return {
+        "id": "one-more-listing",
+        "title": "Marine Weather Forecast by Coordinates",
+        "text": "Wind, swell and tide forecasts for any latitude and longitude.",
+        "fields": first.fields,
+        "x402": first.x402,
+        "sidecar": first.sidecar,
+    }
+
+
 def test_the_engine_ranks_as_the_sql_below_exact_below(engine: Engine, shipped: Collection) -> None:
     assert not engine.hnsw and len(engine.catalog.postings) == len(shipped.documents)
     assert_engine_ranks_as_sql(engine, shipped, "exact-scan catalog")
@@ -185,16 +198,7 @@ def test_postings_follow_every_write_below_exact_below(engine: Engine, shipped: 
         gone = list(shipped.documents)[7]
         copy.delete(gone)
         first = next(iter(shipped.documents.values()))
-        copy.upsert(
-            {
-                "id": "one-more-listing",
-                "title": "Marine Weather Forecast by Coordinates",
-                "text": "Wind, swell and tide forecasts for any latitude and longitude.",
-                "fields": first.fields,
-                "x402": first.x402,
-                "sidecar": first.sidecar,
-            }
-        )
+        copy.upsert(one_more_listing(shipped))
         assert not copy.hnsw and len(copy.catalog.postings) == len(shipped.documents) + 1
         assert gone in copy.catalog.postings.slot_of
         # A replaced listing: its old words must stop finding it, its new ones find it once.
@@ -244,17 +248,7 @@ def test_crossing_exact_below_keeps_the_postings(
     embedder = HashEmbedder(cache_dir=tmp_path)
     with Engine.start(shipped, dsn=pg_server.dsn, settings=_above(size), embedder=embedder) as eng:
         assert not eng.hnsw and len(eng.catalog.postings) == len(shipped.documents)
-        first = next(iter(shipped.documents.values()))
-        eng.upsert(
-            {
-                "id": "one-more-listing",
-                "title": "Marine Weather Forecast by Coordinates",
-                "text": "Wind, swell and tide forecasts for any latitude and longitude.",
-                "fields": first.fields,
-                "x402": first.x402,
-                "sidecar": first.sidecar,
-            }
-        )
+        eng.upsert(one_more_listing(shipped))
         assert eng.hnsw and len(eng.catalog.postings) == size
         for text in [q.text for q in list(shipped.queries.values())[:40]]:
             assert_same(*both(eng, text, 200), f"after reaching the size: {text!r}")
