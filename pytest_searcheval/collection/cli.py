@@ -99,8 +99,8 @@ def _run(func: Any, args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from pytest_searcheval.x402.conformance import load_conformance
-    from pytest_searcheval.x402.overrides import apply_constraint_overrides
+    from pytest_searcheval.collection.overrides import apply_constraint_overrides
+    from pytest_searcheval.domain import domain_of
 
     c = load(args.path)
     print(
@@ -112,10 +112,9 @@ def _check(args: argparse.Namespace) -> int:
         print(f"  split {split}: {len(c.queries_in(split))} queries")
     for key, value in c.hashes.items():
         print(f"  {key}: {value}")
-    conf = Path(args.path) / "conformance"
-    if conf.is_dir():
-        cs = load_conformance(conf, c.assets)
-        print(f"  conformance: {len(cs.documents)} listings, {len(cs.cases)} cases, oracle agrees")
+    domain = domain_of(c)
+    for line in domain.collection_checks(c, Path(args.path)) if domain is not None else ():
+        print(f"  {line}")
     _, overrides = apply_constraint_overrides(c)
     print(f"  constraint overrides pending: {len(overrides)}")
     for o in overrides[:20]:
@@ -133,7 +132,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _overrides(args: argparse.Namespace) -> int:
-    from pytest_searcheval.x402.overrides import apply_constraint_overrides
+    from pytest_searcheval.collection.overrides import apply_constraint_overrides
 
     c = load(args.path)
     new, overrides = apply_constraint_overrides(c)

@@ -45,6 +45,8 @@ from pytest_searcheval.collection.trec import (
     read_trec_run,
     read_trec_topics,
 )
+from pytest_searcheval.domain import Domain, named
+from pytest_searcheval.domain import get as get_domain
 
 GENERIC_CLASS = "generic"
 
@@ -121,6 +123,13 @@ def load(
     )
 
 
+def _domain(manifest: Mapping[str, Any], documents: Mapping[str, Document]) -> Domain | None:
+    """The collection's domain (declared, else owning its documents' records), which judges the
+    queries' labelled constraints."""
+    name = named(manifest, documents.values())
+    return None if name is None else get_domain(name)
+
+
 def load_native(root: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Collection:
     """Load and validate the native layout (see the module docstring and docs/formats.md)."""
     with _gc_paused():
@@ -163,6 +172,7 @@ def _load_native(root: Path, max_line_bytes: int) -> Collection:
             assets=assets,
             documents=documents,
             seen_ids=query_ids,
+            domain=_domain(manifest, documents),
         )
         if not items:
             if qname in {p.file for p in problems.items}:

@@ -24,6 +24,8 @@ from pytest_searcheval.collection.io import (
 )
 from pytest_searcheval.collection.model import Asset, Document, Query
 from pytest_searcheval.collection.records import MAX_ID_CHARS, value_problems
+from pytest_searcheval.domain import Domain, asset_domain, known, named, owning
+from pytest_searcheval.domain import get as get_domain
 
 __all__ = [
     "DEFAULT_GRADES",
@@ -45,20 +47,6 @@ DOCUMENT_KEYS = frozenset({"id", "title", "text", "fields", "x402", "sidecar"})
 QUERY_KEYS = frozenset({"id", "text", "class", "split", "source", "group", "constraints", "expect"})
 EXPECT_KEYS = ("known_item", "max_rank", "must_include", "no_result")
 JUDGMENT_HEADER = ("query_id", "doc_id", "grade")
-
-
-def _strkey() -> Any:
-    """The x402 layer's strkey codec, imported only for a collection with x402 records."""
-    from pytest_searcheval.x402 import strkey
-
-    return strkey
-
-
-def _oracle() -> Any:
-    """The x402 filter oracle, imported only for queries that label hard constraints."""
-    from pytest_searcheval.x402 import oracle
-
-    return oracle
 
 
 def _decimal_text(value: object) -> Decimal | None:
@@ -110,6 +98,16 @@ def read_manifest(path: Path, problems: Problems, root: Path) -> tuple[dict[str,
         elif "all" in value:
             problems.add(name, lines.get(key), key, "'all' is reserved (it means every split)")
         manifest[key] = value
+    declared = data.get("domain")
+    if declared is not None and (not isinstance(declared, str) or declared not in known()):
+        problems.add(
+            name,
+            lines.get("domain"),
+            "domain",
+            f"unknown domain {declared!r}: expected one of {', '.join(known())}",
+        )
+        manifest.pop("domain")
+    judge = asset_domain(manifest)
     assets: list[Asset] = []
     raw_assets = data.get("assets", [])
     if not isinstance(raw_assets, list):
@@ -140,11 +138,9 @@ def read_manifest(path: Path, problems: Problems, root: Path) -> tuple[dict[str,
             if usd is None:
                 problems.add(name, line, f"{f}.usd", f"expected a decimal string, got {a['usd']!r}")
                 ok = False
-        if isinstance(a.get("address"), str) and a["address"].startswith("C"):
-            try:
-                _strkey().decode(a["address"], "C")
-            except _strkey().StrkeyError as exc:
-                problems.add(name, line, f"{f}.address", f"invalid contract address: {exc}")
+        if judge is not None:
+            for field, message in judge.asset_problems(a):
+                problems.add(name, line, f"{f}.{field}", message)
                 ok = False
         if ok:
             k = (a["network"], a["address"])
@@ -222,7 +218,9 @@ def validate_document(
             problems.add(name, line, "x402", "expected an object or null")
             ok = False
         else:
-            ok = _validate_x402(wire, name, line, problems) and ok
+            for field, message in owning("x402").record_problems(wire):
+                problems.add(name, line, f"x402.{field}", message)
+                ok = False
     if not ok or not isinstance(text, str):  # ok implies a str; the test narrows the type
         return None
     return Document(doc_id, title, text, fields, wire, sidecar)
@@ -274,52 +272,6 @@ def _validate_sidecar(sidecar: Mapping[str, Any], name: str, line: int, problems
             f"expected an integer 0..{MAX_SETTLEMENTS} or null, got {settlements!r}",
         )
         ok = False
-    return ok
-
-
-def _validate_x402(wire: Mapping[str, Any], name: str, line: int, problems: Problems) -> bool:
-    ok = True
-    if wire.get("type") not in ("http", "mcp"):
-        problems.add(name, line, "x402.type", f"expected 'http' or 'mcp', got {wire.get('type')!r}")
-        ok = False
-    if not isinstance(wire.get("resource"), str):
-        problems.add(name, line, "x402.resource", "expected a URL string")
-        ok = False
-    ext = wire.get("extensions")
-    if ext is not None and not isinstance(ext, dict):
-        problems.add(name, line, "x402.extensions", "expected an object")
-        ok = False
-    accepts = wire.get("accepts")
-    if not isinstance(accepts, list):
-        problems.add(name, line, "x402.accepts", "expected a list of payment options")
-        return False
-    for i, opt in enumerate(accepts):
-        f = f"x402.accepts[{i}]"
-        if not isinstance(opt, dict):
-            problems.add(name, line, f, "expected an object")
-            ok = False
-            continue
-        for key in ("scheme", "network", "asset"):
-            if not isinstance(opt.get(key), str) or not opt.get(key):
-                problems.add(name, line, f"{f}.{key}", "expected a non-empty string")
-                ok = False
-        amount = opt.get("amount")
-        if not (
-            isinstance(amount, str) and amount.isascii() and amount.isdigit() and len(amount) <= 78
-        ):
-            problems.add(
-                name,
-                line,
-                f"{f}.amount",
-                f"expected atomic units as a string of at most 78 digits, got {str(amount)[:80]!r}",
-            )
-            ok = False
-        pay_to = opt.get("payTo")
-        try:
-            _strkey().decode(pay_to)
-        except _strkey().StrkeyError as exc:
-            problems.add(name, line, f"{f}.payTo", f"expected a Stellar G, M or C address: {exc}")
-            ok = False
     return ok
 
 
@@ -408,9 +360,15 @@ def check_queries(
     assets: list[Asset],
     documents: Mapping[str, Document],
     seen_ids: set[str] | None = None,
+    domain: Domain | None = None,
 ) -> dict[str, Query]:
     """Validate native query records (value, line, key lines); returns queries by id and adds
-    every id seen (valid or not) to ``seen_ids``."""
+    every id seen (valid or not) to ``seen_ids``. Labelled hard constraints are judged by the
+    collection's ``domain`` (by default the one owning the documents' records); a collection
+    without one can label none."""
+    if domain is None:
+        name_of = named({}, documents.values())
+        domain = None if name_of is None else get_domain(name_of)
     queries: dict[str, Query] = {}
     lines_of: dict[str, int] = {}
     for rec, line, key_lines in items:
@@ -467,9 +425,19 @@ def check_queries(
             problems.add(name, at("constraints"), "constraints", "expected a mapping of filters")
             ok = False
             constraints = {}
-        for key, message in _oracle().check_filters(constraints, assets):
-            problems.add(name, at("constraints"), f"constraints.{key}", message)
+        if constraints and domain is None:
+            problems.add(
+                name,
+                at("constraints"),
+                "constraints",
+                "hard constraints need a domain that judges them: declare 'domain' in "
+                f"collection.yaml (one of {', '.join(known())})",
+            )
             ok = False
+        elif constraints and domain is not None:
+            for key, message in domain.filter_problems(constraints, assets):
+                problems.add(name, at("constraints"), f"constraints.{key}", message)
+                ok = False
         expect = rec.get("expect") or {}
         if not isinstance(expect, dict):
             problems.add(name, at("expect"), "expect", "expected a mapping")
@@ -485,7 +453,9 @@ def check_queries(
                 split=split,
                 source=source if isinstance(source, str) else None,
                 group=None if group is None else str(group),
-                constraints=_oracle().normalize_filters(constraints),
+                constraints=(
+                    domain.normalize_filters(constraints) if domain and constraints else {}
+                ),
                 expect=dict(expect),
             )
     # Cross-query checks run on the records that passed; a bad source is reported at its line.

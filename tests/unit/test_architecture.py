@@ -95,6 +95,17 @@ def test_the_core_does_not_import_the_engine_the_plugin_or_x402_at_module_level(
     assert _violations("core layer", allowed, level_only=True) == []
 
 
+def test_metrics_stats_and_collection_import_no_domain_engine_or_plugin_at_any_level() -> None:
+    # DESIGN's direction, lazy imports included: a collection reaches a domain (x402) only
+    # through the registry in pytest_searcheval.domain, by name.
+    def allowed(mod: str, imported: str) -> bool:
+        if _layer(mod) not in ("metrics", "stats", "collection"):
+            return True
+        return _layer(imported) not in ("engine", "plugin", "x402")
+
+    assert _violations("pure core", allowed, level_only=False) == []
+
+
 def test_nothing_but_the_plugin_imports_the_plugin() -> None:
     def allowed(mod: str, imported: str) -> bool:
         return _layer(imported) != "plugin" or _layer(mod) == "plugin"

@@ -432,3 +432,81 @@ def test_a_garbage_file_stops_being_read_after_many_problems(tmp_path: Path) -> 
         1000,
         "stopped reading after 1000 problems in this file",
     )
+
+
+def _generic(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k != "x402"}
+
+
+def test_constraints_without_a_domain_are_refused_with_the_remedy(tmp_path: Path) -> None:
+    # No document carries an x402 record and the manifest names no domain: nothing can judge
+    # the labelled constraints of q2, so the loader says so instead of assuming x402.
+    docs = [_generic(doc(i)) for i in (1, 2, 3)]
+    problems = problems_of(write(tmp_path, docs=docs))
+    assert [(f, fld) for f, _, fld, m in problems if "need a domain" in m] == [
+        ("qrels/queries.yaml", "constraints")
+    ]
+
+
+def test_an_unknown_declared_domain_is_a_manifest_problem(tmp_path: Path) -> None:
+    problems = problems_of(write(tmp_path, manifest=MANIFEST + "domain: shop\n"))
+    assert any(
+        f == "collection.yaml" and fld == "domain" and "unknown domain 'shop'" in m
+        for f, _, fld, m in problems
+    )
+
+
+class _Shop:
+    """A domain of a user's own: one filter key, judged on the document's fields."""
+
+    name = "shop"
+    filter_keys = ("brand",)
+    record_key = None
+
+    def violations(self, document: Any, filters: Any, collection: Any) -> list[str]:
+        brand = document.fields.get("provider")
+        return [] if brand == filters.get("brand") else [f"brand {brand!r}"]
+
+    def applied(self, filters: Any) -> dict[str, Any]:
+        return {k: v for k, v in filters.items() if k == "brand"}
+
+    def record_problems(self, record: Any) -> list[tuple[str, str]]:
+        return []
+
+    def asset_problems(self, asset: Any) -> list[tuple[str, str]]:
+        return []
+
+    def filter_problems(self, filters: Any, assets: Any) -> list[tuple[str, str]]:
+        return [(k, "expected brand") for k in filters if k != "brand"]
+
+    def normalize_filters(self, filters: Any) -> dict[str, Any]:
+        return {k: str(v).upper() for k, v in filters.items()}
+
+    def collection_checks(self, collection: Any, root: Any) -> list[str]:
+        return []
+
+
+def test_a_registered_domain_judges_the_constraints_of_a_generic_collection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_searcheval import domain
+    from pytest_searcheval.collection.overrides import apply_constraint_overrides as generic
+
+    monkeypatch.setitem(domain._REGISTRY, "shop", f"{__name__}:_Shop")
+    monkeypatch.delitem(domain._LOADED, "shop", raising=False)
+    docs = [_generic(doc(i)) for i in (1, 2, 3)]
+    queries = QUERIES.replace(
+        'constraints: {network: "stellar:testnet", max_price_usd: "0.01"}',
+        "constraints: {color: red}",
+    )
+    problems = problems_of(
+        write(tmp_path, docs=docs, queries=queries, manifest=MANIFEST + "domain: shop\n")
+    )
+    assert [(fld, m) for _, _, fld, m in problems] == [("constraints.color", "expected brand")]
+    queries = queries.replace("constraints: {color: red}", "constraints: {brand: q}")
+    c = load(write(tmp_path, docs=docs, queries=queries, manifest=MANIFEST + "domain: shop\n"))
+    assert c.queries["q2"].constraints == {"brand": "Q"}
+    # every judged pair of q2 breaks brand Q (the provider is P): forced to 0 by the domain
+    _, overrides = generic(c)
+    assert {o.query_id for o in overrides} == {"q2"}
+    assert all(o.reasons == ("brand 'P'",) for o in overrides)
