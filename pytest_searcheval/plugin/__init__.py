@@ -46,9 +46,13 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         cfg = build(config)
     except ConfigError as exc:
-        if _wanted(config):
-            raise pytest.UsageError(str(exc)) from None
-        return
+        # build() reads past the two switches only when one of them (flag or ini key) turns
+        # the evaluation on, so any error here is a value the user set for a run they asked
+        # for: `search_eval = true` in the ini is held to the same checks as --search-eval.
+        # --help and --version must still answer, whatever the ini says.
+        if config.option.help or config.option.version:
+            return
+        raise pytest.UsageError(str(exc)) from None
     if not cfg.enabled:
         return
     state = EvalState(cfg=cfg, rootpath=Path(config.rootpath).resolve(), inipath=config.inipath)
@@ -65,13 +69,6 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_searcheval.plugin.transport import XdistTransport
 
         config.pluginmanager.register(XdistTransport(state), "searcheval-xdist")
-
-
-def _wanted(config: pytest.Config) -> bool:
-    return bool(
-        config.getoption("search_eval", None)
-        or config.getoption("search_eval_update_baseline", None)
-    )
 
 
 def _facts(state: EvalState) -> dict[str, Any] | None:
@@ -130,6 +127,27 @@ def _by_kind(items: list[pytest.Item]) -> dict[str, int]:
     return counts
 
 
+def _selects(config: pytest.Config, anchor: Path) -> bool:
+    """Whether this session's arguments select the anchor file, as pytest would read them.
+
+    Without arguments (testpaths or the invocation directory) the evaluation runs even when
+    the anchor lies outside those paths: ``pytest --search-eval`` must evaluate. Explicit
+    arguments (paths, node ids) restrict it: ``pytest tests/test_unit.py::test_unit`` with
+    ``search_eval = true`` in the ini runs that test alone, and writes no report. An argument
+    that names the anchor or a directory above it selects it even where pytest would not
+    visit the file (a collection under a directory in ``norecursedirs``).
+    """
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return True
+    anchor = anchor.resolve()
+    invocation = Path(config.invocation_params.dir)
+    for arg in config.args:
+        path = (invocation / arg.split("::", 1)[0]).resolve()
+        if path == anchor or path in anchor.parents:
+            return True
+    return False
+
+
 def _cfg(config: pytest.Config) -> SearchEvalConfig:
     return config.stash[STATE_KEY].cfg
 
@@ -152,7 +170,7 @@ class SessionHooks:
         self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
         # tryfirst: the generated tests must exist before -k/-m/--deselect/--lf filter the list.
-        if not self.state.collected:
+        if not self.state.collected and _selects(config, self.state.anchor()):
             anchor = SearchEvalFile.from_parent(session, path=self.state.anchor())
             items.extend(i for i in anchor.collect() if isinstance(i, pytest.Item))
         self.generated = _by_kind(items)
