@@ -187,7 +187,24 @@ def make_project(pytester: pytest.Pytester, *, ini: str = "", invariants: bool =
 def read_report(pytester: pytest.Pytester) -> dict[str, Any]:
     path = pytester.path / "searcheval-report" / "report.json"
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    assert_valid(data, "report.schema.json")
     return data
+
+
+def assert_valid(data: Any, schema: str) -> None:
+    """``data`` conforms to a schema generated from pytest_searcheval.types (every report the
+    plugin tests read is checked, so a key the types do not describe fails here)."""
+    import jsonschema
+
+    from pytest_searcheval.types import SCHEMA_DIR
+
+    spec = json.loads((SCHEMA_DIR / schema).read_text(encoding="utf-8"))
+    errors = sorted(
+        jsonschema.Draft202012Validator(spec).iter_errors(data), key=lambda e: list(e.path)
+    )
+    assert not errors, "\n".join(
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors[:10]
+    )
 
 
 TIMING_KEYS = {"latency_ms", "created", "environment", "xdist_workers", "p50", "p95", "p99"}

@@ -83,7 +83,16 @@ CORE = (
     "baseline",
     "report",
     "files",
+    "types",
 )
+
+
+def test_the_types_import_nothing_of_the_package() -> None:
+    # Every layer annotates with pytest_searcheval.types, so it must sit below all of them.
+    def allowed(mod: str, imported: str) -> bool:
+        return mod != "pytest_searcheval.types"
+
+    assert _violations("the types are the base", allowed, level_only=False) == []
 
 
 def test_the_core_does_not_import_the_engine_the_plugin_or_x402_at_module_level() -> None:
