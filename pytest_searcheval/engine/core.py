@@ -294,14 +294,14 @@ class Engine:
         docs: Sequence[Document],
         written: Sequence[tuple[str, Mapping[str, Mapping[str, int]]]],
     ) -> None:
-        """The in-memory catalog and the dense index follow the committed rows of ``docs``.
-        The memos go before the postings change, so that no search pairs the new postings with
-        a filter set of the rows before the write."""
-        self.catalog.add(docs)
-        self.catalog.refresh()
-        self.catalog.index_postings(written)
-        self.catalog.index_adversarial(
-            docs, self.settings.dedup, lambda ids: dense.stored_unit_vectors(conn, ids)
+        """The in-memory catalog and the dense index follow the committed rows of ``docs``: the
+        next catalog version is built beside the one searches read and swapped in whole."""
+        self.catalog = self.catalog.upserted(
+            docs,
+            written,
+            self.settings.dedup,
+            lambda ids: dense.stored_unit_vectors(conn, ids),
+            self.assets,
         )
         self._maybe_hnsw(conn)
 
@@ -372,7 +372,8 @@ class Engine:
                     (list(doc_ids),),
                 ).fetchall()
             gone = [r[0] for r in rows]
-            self.catalog.tombstones.update(gone)
+            if gone:
+                self.catalog = self.catalog.tombstoned(gone)
         return gone
 
     def reindex(self) -> None:
@@ -383,26 +384,24 @@ class Engine:
         search runs sees the catalog before the commit or after it, never an empty or partial
         one; the in-memory catalog is built beside the one searches read and swapped in (one
         reference assignment) after the commit. Between the commit and the swap the old
-        in-memory catalog, a superset of the new rows, still filters tombstoned ids. An HNSW
+        version, a superset of the new rows, still filters tombstoned ids. An HNSW
         graph is rebuilt afterwards with REINDEX CONCURRENTLY, which does not block readers.
         """
         with self._write_lock:
             t0 = time.perf_counter()
             docs = self.catalog.live()
             vectors = self.embedder.embed([embedding_text(d) for d in docs])
-            fresh = Catalog()
-            fresh.seq = dict(self.catalog.seq)  # the first-indexed order survives a rebuild
             with self.schema.connection() as conn:
                 with conn.transaction():
                     conn.execute("DELETE FROM documents")
                     written = self._write(conn, docs, vectors)
-                    fresh.add(docs)
-                    fresh.index_postings(written)
-                    fresh.refresh()
-                    fresh.index_adversarial(
+                    # the first-indexed order survives a rebuild
+                    fresh = self.catalog.rebuilt().upserted(
                         docs,
+                        written,
                         self.settings.dedup,
                         lambda ids: dense.stored_unit_vectors(conn, ids),
+                        self.assets,
                     )
                 self.catalog = fresh
                 if self._hnsw and len(fresh) >= self.settings.dense.exact_below:
@@ -443,7 +442,9 @@ class Engine:
         try:
             with self._write_lock, clone.schema.connection() as conn:
                 documents.copy_tables(conn, source.name, clone.schema_name)
-                clone.catalog = self.catalog.copy()
+                # A version is never changed, so the clone starts from this one's and its
+                # writes build versions of their own.
+                clone.catalog = self.catalog
                 clone._maybe_hnsw(conn)
         except BaseException:
             clone.close()
@@ -496,18 +497,19 @@ class Engine:
         copy.versions = dict(self.versions)
         copy.calibration = self.calibration
         copy._recall_queries = self._recall_queries
-        with self._write_lock:
-            copy.catalog = self.catalog.copy()
+        copy.catalog = self.catalog  # shared as a clone shares it
         self._scratches.add(copy)
         return copy
 
     # -- describing -----------------------------------------------------------------------------
 
-    def profiles(self) -> dict[str, str | None]:
-        """Profile name -> None when usable, else the reason it is unavailable."""
+    def profiles(self, catalog: Catalog | None = None) -> dict[str, str | None]:
+        """Profile name -> None when usable, else the reason it is unavailable (for the
+        catalog version given, by default the current one)."""
+        catalog = self.catalog if catalog is None else catalog
         semantic: str | None = None
-        live = len(self.catalog) - len(self.catalog.tombstones)
-        if self.catalog.docs and self.embedder.stats.failures >= live:
+        live = len(catalog) - len(catalog.tombstones)
+        if catalog.docs and self.embedder.stats.failures >= live:
             semantic = "every document embedding failed"
         return {
             "lexical": None,
@@ -536,10 +538,11 @@ class Engine:
         connection wait, about a second) when the database cannot answer."""
         with self.schema.connection() as conn:
             conn.execute("SELECT 1").fetchone()
+        catalog = self.catalog
         return {
             **self.versions,
             "model": self.model_info(),
-            "documents": len(self.catalog.docs) - len(self.catalog.tombstones),
+            "documents": len(catalog.docs) - len(catalog.tombstones),
         }
 
     def describe(self) -> dict[str, Any]:
@@ -616,19 +619,15 @@ class Engine:
             raise ValueError(f"limit: expected a positive integer, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset: expected a non-negative integer, got {offset!r}")
-        ids = self.catalog.ordered_live()
+        catalog = self.catalog  # one version for the page: the filters checked on its bodies
+        ids = catalog.ordered_live()
         applied = x402.parse_filters(filters, self.assets)
         if applied:
             allowed = restrict.satisfying(
-                applied,
-                ids,
-                schema=self.schema,
-                catalog=self.catalog,
-                exact=not self.hnsw,
-                assets=self.assets,
+                applied, ids, catalog=catalog, exact=not self.hnsw, assets=self.assets
             )
             ids = [i for i in ids if i in allowed]
-        docs = self.catalog.docs
+        docs = catalog.docs
         return {
             "total": len(ids),
             "items": [

@@ -133,19 +133,25 @@ class DuplicateGroups:
         self.names: dict[str, set[str]] = {}
         self.links: dict[str, set[str]] = defaultdict(set)
         self.rep: dict[str, str] = {}
+        #: the link sets this object made itself; the others may be shared with the groups it
+        #: was copied from, which searches may be reading
+        self._own: set[str] = set()
 
     def copy(self) -> DuplicateGroups:
+        """The groups to change for the next catalog version, at the cost of the dictionaries:
+        a link set is copied when :meth:`update` first changes it (``names`` are replaced,
+        never changed, and ``rep`` is rebuilt by :meth:`assign`)."""
         other = DuplicateGroups()
-        other.names = {k: set(v) for k, v in self.names.items()}
-        for k, v in self.links.items():
-            other.links[k] = set(v)
-        other.rep = dict(self.rep)
+        other.names = dict(self.names)
+        other.links = defaultdict(set, self.links)
+        other.rep = self.rep
         return other
 
-    def clear(self) -> None:
-        self.names.clear()
-        self.links.clear()
-        self.rep.clear()
+    def _links_of(self, doc_id: str) -> set[str]:
+        if doc_id not in self._own:
+            self.links[doc_id] = set(self.links.get(doc_id, ()))
+            self._own.add(doc_id)
+        return self.links[doc_id]
 
     def _pairs(self, doc_ids: Iterable[str], params: DedupParams) -> set[tuple[str, str]]:
         """Pairs (a, b), a < b, at least one of them in ``doc_ids``, whose title Jaccard reaches
@@ -193,7 +199,8 @@ class DuplicateGroups:
 
         for d in doc_ids:
             for other in self.links.pop(d, set()):
-                self.links[other].discard(d)
+                self._links_of(other).discard(d)
+            self._own.discard(d)
             self.names[d] = set(name_tokens(titles[d]))
         pairs = sorted(self._pairs(doc_ids, params))
         if not pairs:
@@ -204,8 +211,8 @@ class DuplicateGroups:
             if va is None or vb is None:
                 continue
             if float(np.dot(va, vb)) >= params.cos_min:
-                self.links[a].add(b)
-                self.links[b].add(a)
+                self._links_of(a).add(b)
+                self._links_of(b).add(a)
 
     def assign(self, key: Callable[[str], tuple[Any, ...]]) -> None:
         """Representative of every linked listing: the member with the largest ``key``."""

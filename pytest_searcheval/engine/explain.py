@@ -61,7 +61,7 @@ def attach(
     lexical = _positions(lists.lexical, wanted) if p.lexical else {}
     semantic = _positions(lists.dense, wanted) if p.dense else {}
     params = engine.settings.fusion
-    titles = title_match(engine, p.query.text, lists) if p.fused else None
+    titles = title_match(engine, p, lists) if p.fused else None
     coverage = lexical_coverage(lists)
     lexical_gate = fusion.gate(params, max(coverage.values(), default=0.0))
     dedup = engine.settings.dedup
@@ -69,7 +69,7 @@ def attach(
     cut = max(params.depth, p.depth)
     groups: dict[str, list[str]] = {}
     if p.fused and dedup.collapse:
-        for member, rep in engine.catalog.groups.rep.items():
+        for member, rep in p.catalog.groups.rep.items():
             if rep in wanted and member != rep:
                 groups.setdefault(rep, []).append(member)
     for row in results:
@@ -100,9 +100,9 @@ def attach(
                 if match is not None and params.title_weight
                 else 0.0
             )
-            prior = engine.catalog.priors.get(doc_id, 0.0)
+            prior = p.catalog.priors.get(doc_id, 0.0)
             why["prior"] = round(params.prior_eps * prior, 6)
-            penalty = engine.catalog.stuffing.get(doc_id, 0.0)
+            penalty = p.catalog.stuffing.get(doc_id, 0.0)
             why["stuffing_penalty"] = round(1.0 - dedup.stuffing_weight * penalty, 6)
             if dedup.collapse:
                 why["duplicates"] = sorted(groups.get(doc_id, ()))

@@ -132,7 +132,8 @@ class Postings:
                 if entry is not None:
                     fresh.fields = dict(entry.fields)
                     fresh.slots = entry.slots
-                entry = self.terms[term] = fresh
+                self.terms[term] = fresh
+            entry = self.terms[term]
             add_slots = np.asarray(slots, dtype=np.int32)
             add_tfs = np.asarray(tfs, dtype=np.float64)
             have = entry.fields.get(fname)

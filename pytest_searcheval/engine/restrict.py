@@ -6,7 +6,7 @@ engine/extract.py. Filters only ever remove listings from a ranking, never reord
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,9 +19,6 @@ from pytest_searcheval.engine.catalog import Catalog
 if TYPE_CHECKING:
     from pytest_searcheval.collection.model import Asset
     from pytest_searcheval.engine.isolation import IsolatedSchema, RolledBackSchema
-
-#: distinct filter combinations memoised per catalog version before the memo starts over
-FILTER_MEMO_SIZE = 256
 
 
 @dataclass(frozen=True)
@@ -63,48 +60,38 @@ def satisfying(
     applied: x402.Filters,
     ids: Sequence[str],
     *,
-    schema: IsolatedSchema | RolledBackSchema,
     catalog: Catalog,
     exact: bool,
     assets: Sequence[Any],
-) -> set[str]:
-    """The ids among ``ids`` whose listing satisfies the hard filters ``applied``.
+) -> Set[str]:
+    """The ids among ``ids`` whose listing, as ``catalog`` holds it, satisfies ``applied``:
+    checked against the body a search serves, never against rows a later write committed.
 
-    Exact-scan catalogs evaluate the predicate once over every listing in SQL and memoise the
-    set per filter combination until the next write; HNSW catalogs check only ``ids``, in
-    memory (``x402.matches`` on the listing's own rows: at 100,000 listings the SQL took 10 ms
-    at p90 and 20 ms at p99 of the filtered hybrid queries, for their 600 candidates).
+    Exact-scan catalogs find every listing that passes once per filter combination and
+    catalog version (:meth:`Catalog.satisfying_all`); HNSW catalogs check only ``ids`` (at
+    100,000 listings a hybrid query has 600 candidates).
     """
     if not ids:
         return set()
     if exact:
-        return set(every_satisfying(applied, schema=schema, catalog=catalog))
-    out: set[str] = set()
-    for doc_id in ids:
-        if doc_id not in catalog.docs:
-            continue
-        doc_type, extensions, options = catalog.filter_facts(doc_id, assets)
-        if x402.matches(applied, doc_type=doc_type, extensions=extensions, options=options):
-            out.add(doc_id)
-    return out
+        return every_satisfying(applied, catalog=catalog, assets=assets)
+    return {i for i in ids if catalog.satisfies(i, applied, assets)}
 
 
 def every_satisfying(
-    applied: x402.Filters, *, schema: IsolatedSchema | RolledBackSchema, catalog: Catalog
+    applied: x402.Filters, *, catalog: Catalog, assets: Sequence[Any]
 ) -> frozenset[str]:
-    """Every indexed id whose listing satisfies ``applied``: the predicate evaluated once over
-    every listing, memoised per filter combination until the next write."""
-    key = tuple(sorted(applied.to_dict().items()))
-    # The memo of the catalog version this search started on: a write that commits while the
-    # SQL runs replaces catalog.filter_cache, and the set found here must not enter the new one.
-    memo = catalog.filter_cache
-    found = memo.get(key)
-    if found is None:
-        fragment, params = x402.to_sql(applied, doc="d", prefix="xf_")
-        query = sql.SQL("SELECT d.id FROM documents d WHERE ") + sql.SQL(fragment)
-        with schema.connection() as conn:
-            found = frozenset(str(r[0]) for r in conn.execute(query, params).fetchall())
-        if len(memo) >= FILTER_MEMO_SIZE:
-            memo.clear()
-        memo[key] = found
-    return found
+    """Every indexed id whose listing in ``catalog`` satisfies ``applied`` (memoised per
+    filter combination for that catalog version)."""
+    return catalog.satisfying_all(applied, assets)
+
+
+def sql_satisfying(
+    applied: x402.Filters, *, schema: IsolatedSchema | RolledBackSchema
+) -> frozenset[str]:
+    """Every id whose committed rows satisfy ``applied``: the SQL predicate the in-memory
+    check (``x402.matches``) is held to (tests/engine/test_postings.py)."""
+    fragment, params = x402.to_sql(applied, doc="d", prefix="xf_")
+    query = sql.SQL("SELECT d.id FROM documents d WHERE ") + sql.SQL(fragment)
+    with schema.connection() as conn:
+        return frozenset(str(r[0]) for r in conn.execute(query, params).fetchall())

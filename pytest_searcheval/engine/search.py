@@ -9,6 +9,13 @@
 6. the no-result decision over what survived (engine/decision.py);
 7. :func:`respond`: the ``/discovery/search`` body.
 
+Every step reads one catalog version (engine/catalog.py), taken once by :func:`plan`: the
+postings ranked, the title index, priors, penalties and duplicate groups, the hard-filter check
+and the body served all belong to it, however the admin writes meanwhile. Only the dense list
+comes from SQL, from the rows committed when it runs (at most the writes not yet published
+ahead of the version): :func:`restrict_ranking` drops an id the version does not hold and
+checks every result's hard filters against the version's body.
+
 Fusion is rank-based, so fused profiles rank over the UNFILTERED catalog and the filters
 restrict the fused list afterwards (a filter can only remove). Pointwise scores (BM25F with
 collection-wide statistics, cosine) do not depend on the candidate set, so the single-list
@@ -19,7 +26,7 @@ that pass), which is already a pure restriction.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -32,6 +39,7 @@ from pytest_searcheval.engine.settings import MAX_LIMIT, PROFILES, ProfileUnavai
 if TYPE_CHECKING:
     from psycopg import sql
 
+    from pytest_searcheval.engine.catalog import Catalog
     from pytest_searcheval.engine.core import Engine
 
 Ranking = list[tuple[str, float]]
@@ -44,6 +52,10 @@ class Plan:
     query: restrict.Constraints
     #: how deep each list is ranked
     depth: int
+    #: the catalog version this search reads from start to end
+    catalog: Catalog
+    #: whether dense search walks the HNSW graph, as it was when the search started
+    hnsw: bool
     #: the hard filters as a sub-query of candidate ids (single-list profiles only)
     candidates: sql.Composable | None = None
     candidate_params: dict[str, Any] = field(default_factory=dict)
@@ -77,7 +89,7 @@ class Lists:
             dense=[h for h in self.dense if h.doc_id in allowed],
         )
 
-    def drop(self, gone: set[str]) -> Lists:
+    def drop(self, gone: Set[str]) -> Lists:
         return replace(
             self,
             lexical=[h for h in self.lexical if h.doc_id not in gone],
@@ -99,8 +111,11 @@ def run(
     """The response to one query; raises ``ProfileUnavailable`` / ``ValueError``.
     ``explain``: every result row gets its ``explanation`` (engine/explain.py)."""
     started = time.perf_counter()
-    check(engine, profile, limit)
-    p = plan(engine, q, profile=profile, limit=limit, filters=filters, extract=extract)
+    catalog = engine.catalog  # the one read: every step below uses this version
+    check(engine, profile, limit, catalog)
+    p = plan(
+        engine, q, profile=profile, limit=limit, filters=filters, extract=extract, catalog=catalog
+    )
     retrieved = lists = retrieve(engine, p)
     ranked, head_scores = order(engine, p, lists)
     candidates = len(ranked)
@@ -138,21 +153,21 @@ def run(
 def starved(engine: Engine, p: Plan, retrieved: Lists, ranked: Ranking) -> bool:
     """A fused query on an HNSW catalog that restrictions left with fewer than its limit while
     a list was cut at the candidate depth: worth ranking again from the deep depth."""
-    if not (p.fused and engine.hnsw) or len(ranked) >= p.limit:
+    if not (p.fused and p.hnsw) or len(ranked) >= p.limit:
         return False
     if p.depth >= engine.settings.fusion.deep_candidate_depth:
         return False
-    restricted = bool(p.query.applied) or bool(engine.catalog.tombstones)
+    restricted = bool(p.query.applied) or bool(p.catalog.tombstones)
     cut = len(retrieved.lexical) >= p.depth or len(retrieved.dense) >= p.depth
     return restricted and cut
 
 
-def check(engine: Engine, profile: str, limit: int) -> None:
+def check(engine: Engine, profile: str, limit: int, catalog: Catalog | None = None) -> None:
     if profile not in PROFILES:
         raise ValueError(f"profile: expected one of {', '.join(PROFILES)}, got {profile!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise ValueError(f"limit: expected an integer in [1, {MAX_LIMIT}], got {limit!r}")
-    reason = engine.profiles()[profile]
+    reason = engine.profiles(catalog)[profile]
     if reason is not None:
         raise ProfileUnavailable(f"profile {profile} is unavailable: {reason}")
 
@@ -165,15 +180,20 @@ def plan(
     limit: int,
     filters: Mapping[str, Any] | None,
     extract: bool,
+    catalog: Catalog | None = None,
 ) -> Plan:
+    """``catalog``: the version to search (by default the engine's current one)."""
     query = restrict.constraints(q, filters, extract=extract, assets=engine.assets)
+    catalog = engine.catalog if catalog is None else catalog
+    hnsw = engine.hnsw
     if profile in ("hybrid", "hybrid_rerank"):
         # Exact scan: every document with any signal; HNSW: the documented candidate depth.
-        depth = len(engine.catalog) if not engine.hnsw else engine.settings.fusion.candidate_depth
+        depth = len(catalog) if not hnsw else engine.settings.fusion.candidate_depth
         depth = max(depth, limit, engine.settings.rerank_depth, 1)
-        return Plan(profile, limit, query, depth)
+        return Plan(profile, limit, query, depth, catalog, hnsw)
     candidates, params = restrict.candidate_query(query.applied)
-    return Plan(profile, limit, query, limit + len(engine.catalog.tombstones), candidates, params)
+    depth = limit + len(catalog.tombstones)
+    return Plan(profile, limit, query, depth, catalog, hnsw, candidates, params)
 
 
 def retrieve(engine: Engine, p: Plan) -> Lists:
@@ -185,9 +205,8 @@ def retrieve(engine: Engine, p: Plan) -> Lists:
         # (shipped catalog, depth 525: 0.29 ms instead of 4.6 ms per query; 100k listings:
         # 3.8 ms instead of 250 ms median, docs/performance.md).
         terms = index.query_terms(text)
-        # One snapshot: its N is its own (every indexed row, tombstoned ones too, as the SQL's)
-        # even while a write swaps in the next postings.
-        postings = engine.catalog.postings
+        # N is the version's own: every indexed row, tombstoned ones too, as the SQL's.
+        postings = p.catalog.postings
         n_docs = len(postings)
 
         def best(k: int, allowed: Any = None) -> tuple[list[bm25.LexicalHit], float]:
@@ -197,11 +216,11 @@ def retrieve(engine: Engine, p: Plan) -> Lists:
 
         if p.candidates is None:
             return best(p.depth)
-        if not engine.hnsw:
+        if not p.hnsw:
             # Hard filters (single-list profiles) on an exact-scan catalog: the listings that
-            # pass, one memoised SQL predicate per filter combination, ranked in one pass.
+            # pass (memoised per filter combination and version), ranked in one pass.
             allowed = restrict.every_satisfying(
-                p.query.applied, schema=engine.schema, catalog=engine.catalog
+                p.query.applied, catalog=p.catalog, assets=engine.assets
             )
             return best(p.depth, allowed)
         # HNSW catalogs: the predicate is checked for the best-ranked listings, four times
@@ -213,8 +232,7 @@ def retrieve(engine: Engine, p: Plan) -> Lists:
             ok = restrict.satisfying(
                 p.query.applied,
                 [h.doc_id for h in hits],
-                schema=engine.schema,
-                catalog=engine.catalog,
+                catalog=p.catalog,
                 exact=False,
                 assets=engine.assets,
             )
@@ -241,7 +259,7 @@ def retrieve(engine: Engine, p: Plan) -> Lists:
                     conn,
                     qvec,
                     limit=p.depth,
-                    exact=not engine.hnsw,
+                    exact=not p.hnsw,
                     ef_search=min(max(engine.settings.dense.ef_search, p.depth), 1000),
                     candidates=p.candidates,
                     candidate_params=p.candidate_params,
@@ -263,15 +281,15 @@ def order(engine: Engine, p: Plan, lists: Lists) -> tuple[Ranking, dict[str, flo
             "semantic": [h.doc_id for h in lists.dense],
         },
         engine.settings.fusion,
-        engine.catalog.priors,
+        p.catalog.priors,
         depth=p.depth,
-        title_match=title_match(engine, p.query.text, lists),
+        title_match=title_match(engine, p, lists),
         coverage=lexical_coverage(lists),
     )
-    ranked = fusion.best_first(adversarial(engine, scores))
+    ranked = fusion.best_first(adversarial(engine, p.catalog, scores))
     if p.profile != "hybrid_rerank":
         return ranked, {}
-    docs = engine.catalog.docs
+    docs = p.catalog.docs
     depth = engine.settings.rerank_depth
     passages = {d: rerank_text(docs[d]) for d, _ in ranked[:depth] if d in docs}
     return rerank_head(engine.reranker, p.query.text, ranked, passages, depth=depth)
@@ -283,11 +301,11 @@ def lexical_coverage(lists: Lists) -> dict[str, float]:
     return {h.doc_id: (h.matched_idf / total if total > 0 else 0.0) for h in lists.lexical}
 
 
-def title_match(engine: Engine, text: str, lists: Lists) -> dict[str, float] | None:
+def title_match(engine: Engine, p: Plan, lists: Lists) -> dict[str, float] | None:
     if not engine.settings.fusion.title_weight:
         return None
-    titles = engine.catalog.titles
-    if not engine.hnsw:
+    titles, text = p.catalog.titles, p.query.text
+    if not p.hnsw:
         return titles.match(text)
     # HNSW catalogs: only the head of each candidate list (a common title word would
     # otherwise make the index walk most of a large catalog).
@@ -297,13 +315,12 @@ def title_match(engine: Engine, text: str, lists: Lists) -> dict[str, float] | N
     )
 
 
-def adversarial(engine: Engine, scores: dict[str, float]) -> dict[str, float]:
+def adversarial(engine: Engine, catalog: Catalog, scores: dict[str, float]) -> dict[str, float]:
     """Stuffing penalty, then near-duplicate collapse (engine/dedup.py) of the fused scores;
     both pointwise in the listing, applied before any restriction so that filters and deletes
     only remove. ``scores`` is changed in place; the result is ranked once, afterwards (a
     listing without a penalty keeps its score exactly: ``s * (1 - w * 0) == s``)."""
     params = engine.settings.dedup
-    catalog = engine.catalog
     if params.stuffing_weight > 0:
         weight = params.stuffing_weight
         for d, penalty in catalog.penalized.items():
@@ -317,21 +334,28 @@ def adversarial(engine: Engine, scores: dict[str, float]) -> dict[str, float]:
 def restrict_ranking(
     engine: Engine, p: Plan, ranked: Ranking, lists: Lists
 ) -> tuple[Ranking, Lists]:
-    """Hard filters (fused profiles; the single lists were restricted as they were ranked),
-    then tombstones."""
+    """Ids the version does not hold (the dense list's SQL may see a listing a write committed
+    and has not published yet), hard filters, then tombstones. The filters are checked
+    against the version's bodies for every profile: the single lists were restricted as they
+    were ranked, the dense one by SQL on the rows committed then, which a write may have
+    changed since the version was taken."""
+    catalog = p.catalog
+    if p.dense:
+        docs = catalog.docs
+        ranked = [(d, s) for d, s in ranked if d in docs]
+        lists = replace(lists, dense=[h for h in lists.dense if h.doc_id in docs])
     applied = p.query.applied
-    if p.fused and applied:
+    if applied:
         allowed = restrict.satisfying(
             applied,
             [d for d, _ in ranked],
-            schema=engine.schema,
-            catalog=engine.catalog,
-            exact=not engine.hnsw,
+            catalog=catalog,
+            exact=not p.hnsw,
             assets=engine.assets,
         )
         ranked = [(d, s) for d, s in ranked if d in allowed]
         lists = lists.keep(allowed)
-    gone = engine.catalog.tombstones
+    gone = catalog.tombstones
     if gone:
         ranked = [(d, s) for d, s in ranked if d not in gone]
         lists = lists.drop(gone)
@@ -346,7 +370,7 @@ def respond(
     made: decision.Decision,
     started: float,
 ) -> dict[str, Any]:
-    docs = engine.catalog.docs
+    docs = p.catalog.docs
     results = (
         []
         if made.no_result

@@ -74,8 +74,12 @@ class TitleIndex:
 
     def __init__(self) -> None:
         self._tokens: dict[str, list[str]] = {}
-        self._postings: dict[str, set[str]] = defaultdict(set)
-        self._grams: dict[str, set[str]] = defaultdict(set)
+        self._postings: dict[str, set[str]] = {}
+        self._grams: dict[str, set[str]] = {}
+        #: the sets of ``_postings`` / ``_grams`` this index made itself: the others may be
+        #: shared with the index it was copied from, which searches may be reading
+        self._own_postings: set[str] = set()
+        self._own_grams: set[str] = set()
         self._memo: dict[tuple[str, str], float] = {}
 
     def _sim(self, t: str, u: str) -> float:
@@ -96,32 +100,42 @@ class TitleIndex:
         return value
 
     def copy(self) -> TitleIndex:
+        """The index to change for the next catalog version, at the cost of its dictionaries:
+        the sets stay shared until :meth:`add` or :meth:`remove` changes one, which then gets
+        a copy of its own (searches keep iterating the old one undisturbed)."""
         other = TitleIndex()
         other._tokens = dict(self._tokens)
-        for k, v in self._postings.items():
-            other._postings[k] = set(v)
-        for k, v in self._grams.items():
-            other._grams[k] = set(v)
+        other._postings = dict(self._postings)
+        other._grams = dict(self._grams)
+        other._memo = self._memo  # similarities of token pairs: true of every version
         return other
+
+    def _posting(self, token: str) -> set[str]:
+        if token not in self._own_postings:
+            self._postings[token] = set(self._postings.get(token, ()))
+            self._own_postings.add(token)
+        return self._postings[token]
+
+    def _gram(self, gram: str) -> set[str]:
+        if gram not in self._own_grams:
+            self._grams[gram] = set(self._grams.get(gram, ()))
+            self._own_grams.add(gram)
+        return self._grams[gram]
 
     def add(self, doc_id: str, title: str) -> None:
         self.remove(doc_id)
         tokens = name_tokens(title)
         self._tokens[doc_id] = tokens
         for t in set(tokens):
-            self._postings[t].add(doc_id)
+            self._posting(t).add(doc_id)
             for g in _trigrams(t):
-                self._grams[g].add(t)
+                if t not in self._grams.get(g, ()):
+                    self._gram(g).add(t)
 
     def remove(self, doc_id: str) -> None:
         # Vocabulary entries are left behind: a stale token only costs one comparison.
         for t in set(self._tokens.pop(doc_id, [])):
-            self._postings[t].discard(doc_id)
-
-    def clear(self) -> None:
-        self._tokens.clear()
-        self._postings.clear()
-        self._grams.clear()
+            self._posting(t).discard(doc_id)
 
     def tokens(self, doc_id: str) -> list[str]:
         return self._tokens.get(doc_id, [])
