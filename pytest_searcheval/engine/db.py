@@ -30,6 +30,7 @@ import socket
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -239,6 +240,30 @@ def _prepare_throwaway_cluster(server: Any, pgdata: Path) -> bool:
     return used_cache
 
 
+@contextlib.contextmanager
+def _system_user_lock() -> Iterator[None]:
+    """As root, pgserver creates the OS user ``pgserver`` with ``useradd`` on first use. Two
+    processes doing that at once (the two xdist workers of a first test run on a new machine)
+    can leave /etc/passwd with a uid that differs from the one the first initdb runs under
+    ("initdb: could not look up effective user ID 1001: user does not exist", seen on
+    2026-12-01 in 101 engine tests of a first run). One process at a time creates the user."""
+    if os.geteuid() != 0:
+        yield
+        return
+    import fcntl
+
+    fd = os.open(
+        os.path.join(tempfile.gettempdir(), "searcheval-pgserver-user.lock"),
+        os.O_CREAT | os.O_RDWR,
+        0o600,
+    )
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedServer:
     """Start an embedded PostgreSQL 18 + pgvector server and return its handle.
 
@@ -273,7 +298,8 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
             # falls back to /tmp for its socket directory, which is what we want anyway.
             warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
             mode = "delete" if tmpdir is not None else "stop"
-            server = get_server(pgdata, cleanup_mode=mode, start=False)
+            with _system_user_lock():
+                server = get_server(pgdata, cleanup_mode=mode, start=False)
             if tmpdir is not None:
                 cached = _prepare_throwaway_cluster(server, pgdata)
             server.start()
