@@ -95,6 +95,33 @@ HAND_RUN = {"q": ["x", "a", "b", "c", "d", "e"]}
         ("bpref", 2, 1 / 3),
         ("Judged@3", 1, 2 / 3),
         ("Judged@10", 1, 4 / 10),
+        # Rprec: R=4, top 4 = x a b c holds a, c; at level 2, R=3, top 3 holds a
+        ("Rprec", 1, 2 / 4),
+        ("Rprec", 2, 1 / 3),
+        ("Success@1", 1, 0.0),
+        ("Success@2", 1, 1.0),
+        ("P(rel=2)@5", 1, 1 / 5),  # the measure's level wins over the run's
+        ("P(rel=1)@5", 2, 2 / 5),
+        ("AP(rel=3)", 1, (1 / 2) / 1),  # only a (grade 3), at rank 2
+        ("Bpref", 1, 1 / 4),
+        # ERR, g_max 3: a (R=7/8) at rank 2, c (R=1/8) at 4, e (R=3/8) at 6
+        ("ERR@3", 1, (7 / 8) / 2),
+        ("ERR", 1, (7 / 8) / 2 + (1 / 8) * (1 / 8) / 4 + (1 / 8) * (7 / 8) * (3 / 8) / 6),
+        # infAP, every retrieved judged document counted (x and d are outside the pool):
+        # a at j=1: 1/2; c at j=3 (a, b above): 1/4 + 3/4 * 2/3 * (1+e)/(2+2e);
+        # e at j=5 (a, b, c above): 1/6 + 5/6 * 3/5 * (2+e)/(3+2e); divided by R=4
+        (
+            "infAP",
+            1,
+            (
+                1 / 2
+                + 1 / 4
+                + 3 / 4 * 2 / 3 * (1 + 1e-5) / (2 + 2e-5)
+                + 1 / 6
+                + 5 / 6 * 3 / 5 * (2 + 1e-5) / (3 + 2e-5)
+            )
+            / 4,
+        ),
     ],
 )
 def test_hand_computed(measure: str, level: int, expected: float) -> None:
@@ -136,6 +163,11 @@ def test_manifest_states_conventions() -> None:
     assert m["gain"].startswith("2^grade - 1")
     assert m["relevance_level"] == 2
     assert "NaN" in m["queries_without_relevant_documents"]
+    assert "measure_relevance_levels" not in m and "err_stopping_probability" not in m
+    own = manifest(measures=["Bpref", "P(rel=2)@5", "ERR@10"], max_grade=4)
+    assert own["measures"] == ["Bpref", "P(rel=2)@5", "ERR@10"]
+    assert own["measure_relevance_levels"] == {"P(rel=2)@5": 2}
+    assert own["err_stopping_probability"] == "(2^grade - 1) / 2^g_max, g_max = 4"
     t = manifest(trec_compat=True)
     assert t["gain"].startswith("grade")
     assert "-c" in t["queries_without_relevant_documents"]
@@ -149,11 +181,50 @@ def test_manifest_states_conventions() -> None:
         ("AP@1", Measure("AP", 1)),
         ("bpref", Measure("bpref")),
         ("Judged@7", Measure("Judged", 7)),
+        ("Rprec", Measure("Rprec")),
+        ("Success@10", Measure("Success", 10)),
+        ("ERR@20", Measure("ERR", 20)),
+        ("infAP", Measure("infAP")),
+        ("P(rel=2)@5", Measure("P", 5, rel=2)),
+        ("AP(rel=2)", Measure("AP", None, rel=2)),
+        ("RR(rel=3)@10", Measure("RR", 10, rel=3)),
     ],
 )
 def test_parse_measure(text: str, expected: Measure) -> None:
     assert parse_measure(text) == expected
     assert str(expected) == text
+
+
+def test_ir_measures_spellings_are_the_same_measures() -> None:
+    assert parse_measure("Bpref") == parse_measure("bpref") == Measure("bpref")
+    assert parse_measure("Bpref@10") == Measure("bpref", 10)
+    assert parse_measure(" P( rel = 2 )@5 ") == Measure("P", 5, rel=2)
+
+
+def test_values_are_keyed_by_the_name_as_given() -> None:
+    res = evaluate(HAND_QRELS, HAND_RUN, ["Bpref", "bpref", " RR ", Measure("P", 5, rel=2)])
+    assert list(res["q"]) == ["Bpref", "bpref", "RR", "P(rel=2)@5"]
+    assert res["q"]["Bpref"] == res["q"]["bpref"] == pytest.approx(1 / 4)
+    per_query = {"q": res["q"], "r": {**res["q"], "Bpref": 0.75}}
+    assert aggregate(per_query, ["Bpref"]) == {"Bpref": pytest.approx(0.5)}
+
+
+def test_settings_accept_ir_measures_names() -> None:
+    from pytest_searcheval.settings import _measures
+
+    assert _measures(("Bpref", "P(rel=2)@5", "Rprec", "Success@10", "ERR@10", "infAP")) is None
+    problem = _measures(("nDCG(rel=2)@10",))
+    assert problem is not None and "takes no relevance level" in problem
+
+
+def test_with_depth_cuts_what_may_be_cut() -> None:
+    from pytest_searcheval.metrics import with_depth
+
+    assert with_depth("AP(rel=2)", 20) == "AP(rel=2)@20"
+    assert with_depth("Bpref", 20) == "Bpref@20"
+    assert with_depth("P@5", 20) == "P@5"
+    assert with_depth("Rprec", 20) == "Rprec"
+    assert with_depth("AP", None) == "AP"
 
 
 @pytest.mark.parametrize(
@@ -164,6 +235,16 @@ def test_parse_measure(text: str, expected: Measure) -> None:
         ("P@-3", "positive"),
         ("P", "needs a cut-off"),
         ("R@x", "not an integer"),
+        ("Rprec@5", "takes no cut-off"),
+        ("Success", "needs a cut-off"),
+        ("nDCG(rel=2)@10", "nDCG takes no relevance level"),
+        ("ERR(rel=2)@10", "ERR takes no relevance level"),
+        ("P(rel=0)@5", "rel must be a positive integer"),
+        ("P(rel=two)@5", "rel 'two' is not an integer"),
+        ("P(level=2)@5", "unknown parameter 'level=2'"),
+        ("P(rel=1,rel=2)@5", "rel is given twice"),
+        ("P()@5", "empty parameter list"),
+        ("P@5(rel=2)", "unknown measure"),
     ],
 )
 def test_bad_measure_names_the_measure(measure: str, fragment: str) -> None:
@@ -198,6 +279,39 @@ def test_a_conftest_can_register_a_measure() -> None:
         }
     finally:
         del metrics.REGISTRY["Hits"]
+
+
+def test_a_custom_measure_gets_a_public_calc_at_its_own_level() -> None:
+    import numpy as np
+
+    from pytest_searcheval import metrics
+
+    seen: list[type] = []
+
+    @metrics.measure("Hits", "required", relevance=True, aliases=("hits",))
+    def _hits(calc: metrics.Calc, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+        seen.append(type(calc))
+        assert k is not None
+        return calc.count(calc.rel & calc.cut(k)), np.zeros(calc.n, dtype=bool)
+
+    try:
+        qrels = {"q": {"a": 1, "b": 2}}
+        res = evaluate(qrels, {"q": ["a", "b"]}, ["Hits@2", "Hits(rel=2)@2", "hits@1"])
+        assert res == {"q": {"Hits@2": 2.0, "Hits(rel=2)@2": 1.0, "hits@1": 1.0}}
+        assert seen and all(t is metrics.Calc for t in seen)
+        assert metrics._Calc is metrics.Calc
+    finally:
+        del metrics.REGISTRY["Hits"], metrics.REGISTRY["hits"]
+
+
+def test_a_level_override_with_no_relevant_document_is_undefined() -> None:
+    # grade 3 exists only in q1: P(rel=3)@5 is NaN for q2 by default, 0 in trec-compat mode
+    qrels = {"q1": {"a": 3}, "q2": {"a": 1}}
+    run = {"q1": ["a"], "q2": ["a"]}
+    res = evaluate(qrels, run, ["P(rel=3)@5", "P@5"])
+    assert res["q1"]["P(rel=3)@5"] == pytest.approx(0.2)
+    assert math.isnan(res["q2"]["P(rel=3)@5"]) and res["q2"]["P@5"] == pytest.approx(0.2)
+    assert evaluate(qrels, run, ["P(rel=3)@5"], trec_compat=True)["q2"]["P(rel=3)@5"] == 0.0
 
 
 @pytest.mark.parametrize(

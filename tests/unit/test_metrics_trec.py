@@ -27,6 +27,25 @@ TREC_NAMES = {
     "AP@5": "map_cut_5",
     "AP@20": "map_cut_20",
     "bpref": "bpref",
+    "Bpref": "bpref",
+    "Rprec": "Rprec",
+    "Success@1": "success_1",
+    "Success@5": "success_5",
+    "Success@10": "success_10",
+    "infAP": "infAP",
+}
+TREC_MEASURES = {
+    "ndcg_cut.1,5,10",
+    "ndcg",
+    "P.1,5,20",
+    "recall.5,20",
+    "recip_rank",
+    "map",
+    "map_cut.5,20",
+    "bpref",
+    "Rprec",
+    "success.1,5,10",
+    "infAP",
 }
 
 
@@ -60,20 +79,7 @@ def _trec_order(ranking: dict[str, float]) -> list[str]:
 def test_matches_pytrec_eval(seed: int, level: int) -> None:
     qrels, run = _random_case(seed)
     ours = evaluate(qrels, run, list(TREC_NAMES), relevance_level=level, trec_compat=True)
-    ev = pytrec_eval.RelevanceEvaluator(
-        qrels,
-        {
-            "ndcg_cut.1,5,10",
-            "ndcg",
-            "P.1,5,20",
-            "recall.5,20",
-            "recip_rank",
-            "map",
-            "map_cut.5,20",
-            "bpref",
-        },
-        relevance_level=level,
-    )
+    ev = pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES, relevance_level=level)
     theirs = ev.evaluate(run)
     assert set(ours) == set(qrels)
     checked = 0
@@ -118,3 +124,52 @@ def test_trec_order_ranked_list_gives_same_values_as_scores() -> None:
         qrels, {q: _trec_order(r) for q, r in run.items()}, names, trec_compat=True
     )
     assert from_scores == from_lists
+
+
+# measures that take a relevance level of their own, written as ir_measures writes them
+BINARY = {
+    "P(rel={rel})@5": "P_5",
+    "R(rel={rel})@20": "recall_20",
+    "RR(rel={rel})": "recip_rank",
+    "AP(rel={rel})": "map",
+    "AP(rel={rel})@5": "map_cut_5",
+    "bpref(rel={rel})": "bpref",
+    "Rprec(rel={rel})": "Rprec",
+    "Success(rel={rel})@5": "success_5",
+    "infAP(rel={rel})": "infAP",
+}
+
+
+@pytest.mark.parametrize("run_level", [1, 2, 3])
+@pytest.mark.parametrize("seed", [4, 5])
+def test_measure_level_overrides_the_run_level(seed: int, run_level: int) -> None:
+    # P(rel=2)@5 in a run at any level equals trec_eval -l 2 P_5, per query
+    qrels, run = _random_case(seed)
+    for rel in (1, 2, 3):
+        names = {name.format(rel=rel): trec for name, trec in BINARY.items()}
+        ours = evaluate(qrels, run, list(names), relevance_level=run_level, trec_compat=True)
+        ev = pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES, relevance_level=rel)
+        theirs = ev.evaluate(run)
+        for qid in qrels:
+            for name, trec in names.items():
+                expected = theirs[qid][trec] if qid in theirs else 0.0
+                assert ours[qid][name] == pytest.approx(expected, abs=1e-9, rel=0), (qid, name)
+
+
+def test_infap_on_a_sampled_pool() -> None:
+    # many retrieved documents outside the qrels and many pooled-but-unjudged (-1) ones: the
+    # three groups of trec_eval's infAP all matter
+    rng = random.Random(12)
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    for q in range(60):
+        pool = [f"p{q}-{i}" for i in range(40)]
+        qrels[f"q{q}"] = {d: rng.choice([-1, -1, 0, 0, 1, 2]) for d in pool[:25]}
+        run[f"q{q}"] = {d: rng.random() for d in rng.sample(pool, rng.randint(1, 40))}
+    ours = evaluate(qrels, run, ["infAP", "AP"], trec_compat=True)
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, {"infAP", "map"}).evaluate(run)
+    differs = 0
+    for qid in qrels:
+        assert ours[qid]["infAP"] == pytest.approx(theirs[qid]["infAP"], abs=1e-9, rel=0), qid
+        differs += abs(ours[qid]["infAP"] - ours[qid]["AP"]) > 1e-3
+    assert differs > 10  # the inference changed the numbers: this is not AP under another name
