@@ -3,23 +3,29 @@
 Lifecycle of :class:`IsolatedSchema` (a context manager):
 
 1. stale cleanup: marked schemas left by killed runs are dropped (see :func:`drop_stale_schemas`);
-2. create ``searcheval_<16 hex>`` and mark it with ``COMMENT ON SCHEMA`` holding a JSON marker
+2. take the run's lease: a session-level advisory lock on the schema's name
+   (:func:`run_lock_key`), held by a connection of its own for the run's life and released by
+   PostgreSQL when that session ends (the process exits or dies). A cleaner drops a schema only
+   while it holds that lock itself, so no run whose session is alive is ever taken for dead,
+   whatever its marker says and wherever it runs (two machines can share a hostname and a pid
+   namespace; they cannot share a session);
+3. create ``searcheval_<16 hex>`` and mark it with ``COMMENT ON SCHEMA`` holding a JSON marker
    ``{"tool": "pytest-searcheval", "run_id", "pid", "pid_started", "host", "pidns",
    "created_at", "heartbeat_at", "version"}``; a daemon thread refreshes ``heartbeat_at`` every
    ``heartbeat_seconds`` (default 600) while the schema is open; schema creation and marking
    happen in one transaction;
-3. run the versioned migrations (engine/migrate.py) into it;
-4. prove ownership before anything is seeded (:meth:`IsolatedSchema.verify_ownership`): the
+4. run the versioned migrations (engine/migrate.py) into it;
+5. prove ownership before anything is seeded (:meth:`IsolatedSchema.verify_ownership`): the
    schema and every relation in it are owned by ``current_user``; the tables present are exactly
    the tables the migrations create (no foreign table, view or extra table slipped in); no other
    role may create objects in the schema; no trigger or rewrite rule was attached to our tables
    (either could redirect a write elsewhere). Otherwise :class:`IsolationError` aborts the run;
-5. hand out pooled connections (psycopg_pool) whose ``search_path`` is set by the pool's
+6. hand out pooled connections (psycopg_pool) whose ``search_path`` is set by the pool's
    ``configure`` callback to ``"<schema>", "<pgvector schema>"`` and restored by its ``reset``
    callback if a borrower changed it;
-6. on exit, also after an exception: close the pool and ``DROP SCHEMA ... CASCADE``, but only if
+7. on exit, also after an exception: close the pool and ``DROP SCHEMA ... CASCADE``, but only if
    the schema still carries this run's marker and no object outside the schema depends on an
-   object inside it (CASCADE would otherwise drop that foreign object too).
+   object inside it (CASCADE would otherwise drop that foreign object too); then end the lease.
 
 A schema that was not created by this run (for example a catalog named in the configuration) is
 never written: :func:`assert_own_schema` refuses it, and nothing in the engine takes a schema
@@ -55,6 +61,9 @@ SCHEMA_PREFIX = "searcheval_"
 MARKER_TOOL = "pytest-searcheval"
 DEFAULT_STALE_TTL_SECONDS = 24 * 3600.0
 DEFAULT_HEARTBEAT_SECONDS = 600.0
+#: how often a run checks that its lease session is alive, and takes the lock again if not
+#: (after a server restart, say): the window in which its lock is free
+LEASE_CHECK_SECONDS = 5.0
 
 
 WAIT_ENV = "SEARCHEVAL_DB_WAIT"
@@ -278,6 +287,30 @@ def drop_own_schema(conn: psycopg.Connection[Any], schema: str, run_id: str | No
     return True
 
 
+def run_lock_key(schema: str) -> str:
+    """The text whose 64-bit hash names the lease of the run that owns ``schema``."""
+    return f"searcheval-run:{schema}"
+
+
+_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+_UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+
+
+def take_lease(dsn: str, schema: str) -> psycopg.Connection[Any]:
+    """A connection of its own holding the lease of ``schema`` (see the module docstring)."""
+    import psycopg
+
+    conn = psycopg.connect(dsn, autocommit=True, application_name="searcheval-lease")
+    try:
+        row = conn.execute(_LOCK, (run_lock_key(schema),)).fetchone()
+        if not (row and row[0]):
+            raise IsolationError(f"the lease of {schema} is held by another session")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def _marker_age(marker: Mapping[str, Any], now: datetime) -> float | None:
     """Seconds since the run last proved it was alive (latest of created_at, heartbeat_at)."""
     stamps = []
@@ -319,7 +352,9 @@ def drop_stale_schemas(
 ) -> list[str]:
     """Drop schemas left behind by runs that died; return the names dropped.
 
-    A schema is stale when it is named ``prefix...``, carries a valid marker, and either its run's
+    A schema is stale when it is named ``prefix...``, carries a valid marker, its run's lease is
+    free (no session holds the run's advisory lock; this cleaner holds it while it drops), and
+    either its run's
     process is gone from THIS host and pid namespace (pid not running, or reused by a process with
     another start time) or the run's last sign of life (``created_at`` or ``heartbeat_at``,
     refreshed every ``heartbeat_seconds`` by a live :class:`IsolatedSchema`) is older than
@@ -350,11 +385,17 @@ def drop_stale_schemas(
         expired = age is not None and age > ttl_seconds
         if not (dead or expired):
             continue
+        key = run_lock_key(str(name))
+        row = conn.execute(_LOCK, (key,)).fetchone()
+        if not (row and row[0]):
+            continue  # its run's session is alive, whatever the marker says
         try:
             if drop_own_schema(conn, str(name), None):
                 dropped.append(str(name))
         except Exception as exc:
             warnings.warn(f"stale schema {name} left in place: {exc}", stacklevel=2)
+        finally:
+            conn.execute(_UNLOCK, (key,))
     return dropped
 
 
@@ -406,6 +447,8 @@ class IsolatedSchema:
         self.stale_dropped: list[str] = []
         self.timings: dict[str, float] = {}
         self._pool: ConnectionPool[Any] | None = None
+        #: the connection holding this run's lease (see the module docstring)
+        self._lease: psycopg.Connection[Any] | None = None
         self._created = False
         self._closed = False
 
@@ -425,6 +468,8 @@ class IsolatedSchema:
                         conn, ttl_seconds=self.stale_ttl_seconds, prefix=self.prefix
                     )
                 self.vector_schema = vector_schema(conn)
+                # Before the schema exists: no cleaner ever sees it without its lease taken.
+                self._lease = take_lease(self.dsn, self.name)
                 marker = make_marker(self.run_id)
                 with conn.transaction():
                     conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.name)))
@@ -470,11 +515,29 @@ class IsolatedSchema:
 
     def _beat(self) -> None:
         assert self.heartbeat_seconds is not None
-        while not self._beat_stop.wait(self.heartbeat_seconds):
+        tick = min(self.heartbeat_seconds, LEASE_CHECK_SECONDS)
+        last = time.monotonic()
+        while not self._beat_stop.wait(tick):
+            with contextlib.suppress(Exception):
+                self._renew_lease()
+            if time.monotonic() - last < self.heartbeat_seconds:
+                continue
+            last = time.monotonic()
             # A missed beat (server restarting, pool exhausted) is retried at the next tick;
             # only a TTL's worth of missed beats lets another host clean the schema up.
             with contextlib.suppress(Exception), self.pool.connection(timeout=5.0) as conn:
                 heartbeat(conn, self.name, self.run_id)
+
+    def _renew_lease(self) -> None:
+        """Take the lease again when its session is gone (a restarted server ends it)."""
+        lease = self._lease
+        if lease is not None and not lease.closed:
+            try:
+                lease.execute("SELECT 1")
+                return
+            except Exception:
+                lease.close()
+        self._lease = take_lease(self.dsn, self.name)
 
     def _close_at_exit(self) -> None:
         with contextlib.suppress(Exception):
@@ -495,8 +558,19 @@ class IsolatedSchema:
         if self._created:
             import psycopg
 
-            with psycopg.connect(self.dsn, autocommit=True) as conn:
-                drop_own_schema(conn, self.name, self.run_id)
+            try:
+                with psycopg.connect(self.dsn, autocommit=True) as conn:
+                    drop_own_schema(conn, self.name, self.run_id)
+            finally:
+                self._end_lease()
+        else:
+            self._end_lease()
+
+    def _end_lease(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            with contextlib.suppress(Exception):
+                lease.close()  # ending the session releases the lock
 
     def __enter__(self) -> IsolatedSchema:
         return self.open()
