@@ -23,12 +23,22 @@ __all__ = [
     "bootstrap_cis",
     "holm",
     "manifest",
+    "nearest_rank",
     "paired_randomization_test",
     "paired_randomization_tests",
 ]
 
 DEFAULT_SEED = 20261130
 FloatArray = npt.NDArray[np.float64]
+
+
+def nearest_rank(samples: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile: the ceil(p/100 * n)-th smallest sample, no interpolation;
+    None when there are no samples."""
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(p / 100.0 * len(ordered)) - 1)]
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,13 @@ gated on the p95/p99 budgets."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
 import pytest
 
 from pytest_searcheval.plugin.items import SearchEvalFailure, SearchEvalItem
+from pytest_searcheval.stats import nearest_rank
 from pytest_searcheval.targets import SearchTarget, TargetUnavailable
 
 
@@ -40,12 +40,6 @@ class _Benchmark(Protocol):
 
 def _latency_test(searcheval_target: SearchTarget, benchmark: Any) -> None:
     """Stands for the generated latency test; :meth:`LatencyItem.runtest` runs it."""
-
-
-def nearest_rank(samples: Sequence[float], p: float) -> float:
-    """Nearest-rank percentile: the ceil(p/100 * n)-th smallest sample (no interpolation)."""
-    ordered = sorted(samples)
-    return ordered[max(0, math.ceil(p / 100.0 * len(ordered)) - 1)]
 
 
 class LatencyItem(SearchEvalItem):

@@ -18,11 +18,13 @@ from typing import Any
 from pytest_searcheval import __version__
 from pytest_searcheval.report import tradeoff
 from pytest_searcheval.settings import GATED_MEASURES, SearchEvalConfig
+from pytest_searcheval.stats import DEFAULT_SEED, nearest_rank
 
 SCHEMA_VERSION = 1
 #: Measures shown in the terminal table (the JSON has every configured measure).
 CLASS_MEASURE = "nDCG@10"
-SEED = 20261130
+#: the seed of every interval and test in a report (one for all, as the manifest says)
+SEED = DEFAULT_SEED
 
 
 def _finite(value: Any) -> float | None:
@@ -30,14 +32,6 @@ def _finite(value: Any) -> float | None:
         return None
     v = float(value)
     return v if math.isfinite(v) else None
-
-
-def nearest_rank(samples: Sequence[float], p: float) -> float | None:
-    """Nearest-rank percentile: the ceil(p/100 * n)-th smallest sample; None when empty."""
-    if not samples:
-        return None
-    ordered = sorted(samples)
-    return ordered[max(0, math.ceil(p / 100.0 * len(ordered)) - 1)]
 
 
 def _intervals(
