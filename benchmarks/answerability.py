@@ -1,4 +1,5 @@
-"""Train and study the "serves the need" model behind the no-result cut (issue 14).
+"""Train and study the "serves the need" model behind the no-result cut (the issue "Nothing in this
+catalog does that": an empty result that holds on queries nobody tuned on).
 
 The model scores one (query, listing) pair: does this listing serve this need? A query's
 answerability is the best pair score over the dense candidates that survive the filters, so a

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import pytest
 
-#: Measures the gate compares against the baseline (DESIGN section 7).
+#: Measures the gate compares against the baseline (see the gate rules in docs/report.md).
 GATED_MEASURES: tuple[str, ...] = ("nDCG@10", "R@20")
 PREFIX = "search_eval_"
 

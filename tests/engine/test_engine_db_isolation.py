@@ -1,4 +1,5 @@
-"""Run isolation: each property of DESIGN section 4 / issue 4 point 2, proven against a database.
+"""Run isolation: each property the design promises (a random schema, proven ownership, a drop at
+the end), proven against a database.
 
 A pre-existing "user" database (several schemas, tables with thousands of rows, a table named
 like ours in ``public`` and an unmarked schema named with our prefix) is built once as a template

@@ -1,4 +1,5 @@
-"""The embedding cache is verified, not trusted (issue 13, point 6).
+"""The embedding cache is verified, not trusted (point 6 of the issue "Reliability: stop cleanly,
+reindex atomically, never 500, never trust a bad cache").
 
 The encoder here is a deterministic stand-in (unit vectors from a hash of the text), so the
 tests exercise the cache's own checks in milliseconds; the real model's path still gives the

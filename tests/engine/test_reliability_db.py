@@ -1,4 +1,5 @@
-"""Fail fast when the database is gone, recover when it returns (issue 13, point 4).
+"""Fail fast when the database is gone, recover when it returns (point 4 of the issue "Reliability:
+stop cleanly, reindex atomically, never 500, never trust a bad cache").
 
 The engine runs on an embedded server of its own (not the session's shared one), which the
 test stops with PostgreSQL's immediate shutdown and starts again on the same data directory.

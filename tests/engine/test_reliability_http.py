@@ -1,4 +1,5 @@
-"""Zero 5xx for client input, and one record check for loader and API (issue 13, point 3).
+"""Zero 5xx for client input, and one record check for loader and API (point 3 of the issue
+"Reliability: stop cleanly, reindex atomically, never 500, never trust a bad cache").
 
 Property-based (hypothesis, bounded and derandomized) against the real application and a real
 engine on PostgreSQL; the embedder is the model-free double (the model is not under test). PUT

@@ -1,4 +1,5 @@
-"""Reindex is atomic for readers (issue 13, point 2).
+"""Reindex is atomic for readers (point 2 of the issue "Reliability: stop cleanly, reindex
+atomically, never 500, never trust a bad cache").
 
 Reader threads search an exact title over and over while the main thread deletes listings and
 reindexes the catalog again and again. Every answer must hold the listing searched for: the

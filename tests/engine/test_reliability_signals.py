@@ -1,4 +1,5 @@
-"""Every way a run ends leaves nothing behind (issue 13, point 1).
+"""Every way a run ends leaves nothing behind (point 1 of the issue "Reliability: stop cleanly,
+reindex atomically, never 500, never trust a bad cache").
 
 Real processes get real signals: ``python -m pytest_searcheval.engine serve`` and a
 ``pytest --search-eval`` run, each with its own temporary directory (``TMPDIR``), so what an

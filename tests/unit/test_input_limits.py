@@ -1,4 +1,5 @@
-"""Inputs that cannot hang or explode (issue 13, point 5).
+"""Inputs that cannot hang or explode (point 5 of the issue "Reliability: stop cleanly, reindex
+atomically, never 500, never trust a bad cache").
 
 The hanging cases run ``collection check`` in a child process with a timeout, so a regression
 fails the test instead of hanging the suite.

@@ -1,4 +1,5 @@
-"""One record check for the corpus loader and the engine's admin API (issue 13, point 3).
+"""One record check for the corpus loader and the engine's admin API (point 3 of the issue
+"Reliability: stop cleanly, reindex atomically, never 500, never trust a bad cache").
 
 Values that PostgreSQL or the engine cannot hold are refused where they enter: in a corpus file
 with file, line and field, and (tests/engine/test_reliability_http.py) in a PUT body with a 400
