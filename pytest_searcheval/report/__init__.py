@@ -18,7 +18,6 @@ from pytest_searcheval.report.model import (
     _against_baseline,
     build,
     evaluated,
-    nearest_rank,
     quality,
 )
 from pytest_searcheval.report.text import (
@@ -35,6 +34,7 @@ from pytest_searcheval.report.text import (
     terminal_lines,
     to_json,
 )
+from pytest_searcheval.stats import nearest_rank
 
 __all__ = [
     "CLASS_MEASURE",
