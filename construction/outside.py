@@ -64,9 +64,10 @@ def read_writer(path: Path) -> list[dict[str, Any]]:
         keys = set(entry) - {"filters"} if isinstance(entry, dict) else set()
         if not isinstance(entry, dict) or keys != WRITER_KEYS:
             problems.append(f"{path}: entry {i}: expected exactly the keys {sorted(WRITER_KEYS)}")
-        elif not isinstance(entry.get("filters", {}), dict) or set(
-            entry.get("filters") or {}
-        ) - FILTER_KEYS:
+        elif (
+            not isinstance(entry.get("filters", {}), dict)
+            or set(entry.get("filters") or {}) - FILTER_KEYS
+        ):
             problems.append(
                 f"{path}: entry {i} [filters]: expected a mapping of {sorted(FILTER_KEYS)}"
             )
@@ -103,9 +104,7 @@ def query(
     }
 
 
-def manifest(
-    part: str, split: str, writers: tuple[str, ...], classes: list[str]
-) -> dict[str, Any]:
+def manifest(part: str, split: str, writers: tuple[str, ...], classes: list[str]) -> dict[str, Any]:
     shipped = yaml.safe_load((ROOT / "collection.yaml").read_text(encoding="utf-8"))
     return {
         "name": f"x402-discovery-outside-{part}",
