@@ -143,8 +143,15 @@ def measure_one(
         relevance_level=cfg.relevance_level or 1,
         gain=cfg.gain,
         trec_compat=cfg.trec_compat,
+        max_grade=_top_grade(state),
     )
     return {m: float(v) for m, v in per_query.get(qid, {}).items() if math.isfinite(v)}
+
+
+def _top_grade(state: EvalState) -> int | None:
+    # ERR's g_max is the collection's scale, not the largest grade of the queries at hand
+    # (one query when a test scores its own ranking)
+    return max(state.collection.grades, default=None)
 
 
 def fill_measures(state: EvalState, rows: Mapping[str, dict[str, Any]]) -> None:
@@ -181,6 +188,7 @@ def fill_measures(state: EvalState, rows: Mapping[str, dict[str, Any]]) -> None:
             relevance_level=level,
             gain=cfg.gain,
             trec_compat=cfg.trec_compat,
+            max_grade=_top_grade(state),
         )
         for qid, values in per_query.items():
             rows[qid]["profiles"][profile]["measures"] = {

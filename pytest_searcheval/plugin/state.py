@@ -234,14 +234,9 @@ class EvalState:
 
 
 def _at(measure: str, depth: int | None) -> str:
-    if depth is None or "@" in measure:
-        return measure
-    from pytest_searcheval.metrics import REGISTRY
+    from pytest_searcheval.metrics import with_depth
 
-    definition = REGISTRY.get(measure)
-    return (
-        measure if definition is None or definition.cutoff == "forbidden" else f"{measure}@{depth}"
-    )
+    return with_depth(measure, depth)
 
 
 STATE_KEY = pytest.StashKey[EvalState]()

@@ -244,7 +244,12 @@ def build(
             "ledger": row.get("ledger"),
         }
 
-    manifest_ = metrics.manifest(measures=cfg.measures, relevance_level=level, gain=cfg.gain)
+    manifest_ = metrics.manifest(
+        measures=cfg.measures,
+        relevance_level=level,
+        gain=cfg.gain,
+        max_grade=max(getattr(collection, "grades", None) or [], default=None),
+    )
     manifest_["evaluated_queries"] = EVALUATED_RULE.replace(
         "the relevance level", f"the relevance level ({level})"
     )
