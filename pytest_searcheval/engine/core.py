@@ -11,12 +11,14 @@ Profiles (see docs/engine.md for formulas):
   near-duplicate groups collapsed; hard filters and tombstones then restrict the list;
 - ``hybrid_rerank``: the hybrid top ``rerank_depth`` reordered by a configured cross-encoder.
 
-This module holds the engine's life: construction, writes (seed, upsert, delete, reindex,
-clone) and description. The parts live beside it: settings (engine/settings.py), documents
-and their rows (engine/documents.py), the in-memory catalog (engine/catalog.py), the profile
-pipelines (engine/search.py), hard filters (engine/restrict.py), the no-result decision
+:class:`Engine` is three parts, one per concern: its life here (start, open, close, clone,
+scratch copies, health and description), its writes (engine/writes.py: seed, upsert, delete,
+reindex, the HNSW index) and its reads (engine/reads.py: search, the listing pages, threshold
+samples and calibration). What they use lives beside them: settings (engine/settings.py),
+documents and their rows (engine/documents.py), the in-memory catalog (engine/catalog.py), the
+profile pipelines (engine/search.py), hard filters (engine/restrict.py), the no-result decision
 (engine/decision.py) and its calibration (engine/calibrate.py), the cross-encoder
-(engine/rerank.py). ``delete`` tombstones a listing (statistics keep it until ``reindex``).
+(engine/rerank.py).
 """
 
 from __future__ import annotations
@@ -25,15 +27,14 @@ import os
 import threading
 import time
 import weakref
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_searcheval.collection.model import Asset, Collection, Document
+from pytest_searcheval.collection.model import Asset, Collection
 from pytest_searcheval.engine import calibrate as calibration
-from pytest_searcheval.engine import dense, documents, restrict, search, threshold, x402
+from pytest_searcheval.engine import dense, documents
 from pytest_searcheval.engine.catalog import Catalog
 from pytest_searcheval.engine.documents import (
     INDEX_TABLES,
@@ -42,6 +43,7 @@ from pytest_searcheval.engine.documents import (
     rerank_text,
 )
 from pytest_searcheval.engine.embed import Embedder
+from pytest_searcheval.engine.reads import EngineReads
 from pytest_searcheval.engine.rerank import Reranker, configured_path
 from pytest_searcheval.engine.settings import (
     MAX_LIMIT,
@@ -50,10 +52,9 @@ from pytest_searcheval.engine.settings import (
     ProfileUnavailable,
     iter_profiles,
 )
+from pytest_searcheval.engine.writes import EngineWrites
 
 if TYPE_CHECKING:
-    import psycopg
-
     from pytest_searcheval.engine.isolation import IsolatedSchema, RolledBackSchema
 
 __all__ = [
@@ -91,8 +92,10 @@ class _ServerRef:
             self.server.stop()
 
 
-class Engine:
-    """See the module docstring. Build with :meth:`start`; use as a context manager."""
+class Engine(EngineWrites, EngineReads):
+    """See the module docstring. Build with :meth:`start`; use as a context manager. The
+    writes are :class:`engine.writes.EngineWrites`, the searches
+    :class:`engine.reads.EngineReads`; this class holds the engine's life."""
 
     def __init__(
         self,
@@ -256,178 +259,6 @@ class Engine:
         """True when dense search walks the HNSW graph (catalog at or above ``exact_below``)."""
         return self._hnsw
 
-    # -- writes ---------------------------------------------------------------------------------
-
-    def _seed(self, docs: Sequence[Document]) -> None:
-        t0 = time.perf_counter()
-        vectors = self.embedder.embed([embedding_text(d) for d in docs])
-        t1 = time.perf_counter()
-        with self._write_lock, self.schema.connection() as conn:
-            with conn.transaction():
-                written = self._write(conn, docs, vectors)
-            t2 = time.perf_counter()
-            self._after_write(conn, docs, written)
-        self.timings.update(
-            embed_seconds=t1 - t0, write_seconds=t2 - t1, index_seconds=time.perf_counter() - t0
-        )
-
-    def _write(
-        self, conn: psycopg.Connection[Any], docs: Sequence[Document], vectors: Sequence[Any]
-    ) -> list[tuple[str, dict[str, Counter[str]]]]:
-        """The rows of ``docs`` and fresh statistics, inside the caller's transaction; returns
-        the postings written, for the in-memory copy."""
-        written: list[tuple[str, dict[str, Counter[str]]]] = []
-        documents.write_rows(
-            conn,
-            docs,
-            vectors,
-            assets=self.assets,
-            model_id=self.embedder.model_id,
-            postings=written,
-        )
-        documents.refresh_stats(conn)
-        return written
-
-    def _after_write(
-        self,
-        conn: psycopg.Connection[Any],
-        docs: Sequence[Document],
-        written: Sequence[tuple[str, Mapping[str, Mapping[str, int]]]],
-    ) -> None:
-        """The in-memory catalog and the dense index follow the committed rows of ``docs``: the
-        next catalog version is built beside the one searches read and swapped in whole."""
-        self.catalog = self.catalog.upserted(
-            docs,
-            written,
-            self.settings.dedup,
-            lambda ids: dense.stored_unit_vectors(conn, ids),
-            self.assets,
-        )
-        self._maybe_hnsw(conn)
-
-    def _maybe_hnsw(self, conn: psycopg.Connection[Any]) -> None:
-        if len(self.catalog) < self.settings.dense.exact_below:
-            if self._hnsw:
-                self._drop_hnsw(conn)
-            return
-        if not self._hnsw:
-            seconds = dense.ensure_hnsw(conn, self.settings.dense)
-            conn.commit()
-            self._hnsw = True
-            self.timings["hnsw_build_seconds"] = seconds
-            self._recall = None
-            if self.settings.recall_sample > 0:
-                self.measure_hnsw_recall(sample=self.settings.recall_sample)
-
-    def _drop_hnsw(self, conn: psycopg.Connection[Any]) -> None:
-        """Readers take the exact paths first (the exact dense scan and the filter predicate
-        in SQL: both right on the committed rows), then the index goes (its DROP waits for the
-        searches using it)."""
-        self._hnsw = False
-        dense.drop_hnsw(conn)
-        conn.commit()
-        self._recall = None
-
-    def upsert(self, record: Mapping[str, Any] | Document) -> None:
-        """Insert or replace one document (postings, options, embedding, statistics)."""
-        self.upsert_many([record])
-
-    def upsert_many(self, records: Sequence[Mapping[str, Any] | Document]) -> None:
-        """Insert or replace documents in one transaction, in this order (a repeated id: the
-        last record wins), with the statistics refreshed and the in-memory catalog rebuilt
-        once instead of once per document.
-
-        The rows, statistics and postings are those of the same upserts one by one; the
-        near-duplicate groups are found once over the batch, as a seed finds them, so where
-        the batch takes a title token past ``max_postings`` titles they can differ from
-        upserts made one at a time (engine/dedup.py)."""
-        by_id = {d.id: d for d in map(document_from_record, records)}
-        if not by_id:
-            return
-        docs = list(by_id.values())
-        vectors = self.embedder.embed([embedding_text(d) for d in docs])
-        with self._write_lock, self.schema.connection() as conn:
-            with conn.transaction():
-                conn.execute("DELETE FROM documents WHERE id = ANY(%s)", (list(by_id),))
-                written = self._write(conn, docs, vectors)
-            self._after_write(conn, docs, written)
-
-    def delete(self, doc_id: str) -> bool:
-        """Tombstone a document: gone from every result at once. True if it was live.
-
-        The row and its postings, lengths and embedding stay, so N, df, average field lengths,
-        priors and the candidate ranks of every other listing are unchanged: deleting one
-        listing cannot move an unrelated one. ``reindex()`` purges tombstones and recomputes.
-        """
-        return bool(self.delete_many([doc_id]))
-
-    def delete_many(self, doc_ids: Sequence[str]) -> list[str]:
-        """Tombstone documents in one statement (see :meth:`delete`); returns the ids that
-        were live."""
-        with self._write_lock, self.schema.connection() as conn:
-            with conn.transaction():
-                rows = conn.execute(
-                    "UPDATE documents SET deleted_at = now()"
-                    " WHERE id = ANY(%s) AND deleted_at IS NULL RETURNING id",
-                    (list(doc_ids),),
-                ).fetchall()
-            gone = [r[0] for r in rows]
-            if gone:
-                self.catalog = self.catalog.tombstoned(gone)
-        return gone
-
-    def reindex(self) -> None:
-        """Rebuild every index table from the live documents: purges tombstones, recomputes
-        statistics, priors and (above the size threshold) the HNSW graph.
-
-        Atomic for readers. The rows are replaced in ONE transaction, so every SQL statement a
-        search runs sees the catalog before the commit or after it, never an empty or partial
-        one; the in-memory catalog is built beside the one searches read and swapped in (one
-        reference assignment) after the commit. Between the commit and the swap the old
-        version, a superset of the new rows, still filters tombstoned ids. An HNSW
-        graph is rebuilt afterwards with REINDEX CONCURRENTLY, which does not block readers.
-        """
-        with self._write_lock:
-            t0 = time.perf_counter()
-            docs = self.catalog.live()
-            vectors = self.embedder.embed([embedding_text(d) for d in docs])
-            with self.schema.connection() as conn:
-                with conn.transaction():
-                    conn.execute("DELETE FROM documents")
-                    written = self._write(conn, docs, vectors)
-                    # the first-indexed order survives a rebuild
-                    fresh = self.catalog.rebuilt().upserted(
-                        docs,
-                        written,
-                        self.settings.dedup,
-                        lambda ids: dense.stored_unit_vectors(conn, ids),
-                        self.assets,
-                    )
-                self.catalog = fresh
-                if self._hnsw and len(fresh) >= self.settings.dense.exact_below:
-                    self._rebuild_hnsw(conn)
-                else:
-                    self._maybe_hnsw(conn)
-            self.timings["reindex_seconds"] = time.perf_counter() - t0
-
-    def _rebuild_hnsw(self, conn: psycopg.Connection[Any]) -> None:
-        """A fresh graph for the replaced rows, built while readers keep using the old one."""
-        from psycopg import sql
-
-        conn.commit()
-        conn.autocommit = True
-        try:
-            conn.execute(
-                sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(
-                    sql.Identifier(self.schema_name, dense.HNSW_INDEX)
-                )
-            )
-        finally:
-            conn.autocommit = False
-        self._recall = None
-        if self.settings.recall_sample > 0:
-            self.measure_hnsw_recall(sample=self.settings.recall_sample)
-
     def clone(self) -> Engine:
         """A new engine on a new isolated schema with a copy of this one's tables (same server)."""
         source = self._own_schema("clone")
@@ -521,18 +352,6 @@ class Engine:
     def model_info(self) -> dict[str, Any]:
         return self.embedder.info()
 
-    def measure_hnsw_recall(self, *, sample: int = 50, k: int = 10) -> dict[str, Any]:
-        """HNSW recall@k against exact search; queries = collection queries, else documents."""
-        texts = self._recall_queries[:sample]
-        if len(texts) < sample:
-            docs = list(self.catalog.docs.values())[: sample - len(texts)]
-            texts += [embedding_text(d) for d in docs]
-        vectors = [v for v in self.embedder.embed(texts) if v is not None]
-        with self.schema.connection() as conn:
-            report = dense.hnsw_recall(conn, vectors, k=k, ef_search=self.settings.dense.ef_search)
-        self._recall = report.as_dict()
-        return self._recall
-
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` reports, at the cost of one ``SELECT 1``: raises (within the
         connection wait, about a second) when the database cannot answer."""
@@ -581,91 +400,3 @@ class Engine:
         if not self.embedder.model_loaded:
             return self.timings
         return {**self.timings, "model_load_seconds": self.embedder.load_seconds}
-
-    # -- searching (engine/search.py) and calibration (engine/calibrate.py) ---------------------
-
-    def search(
-        self,
-        q: str,
-        *,
-        profile: str = "hybrid",
-        limit: int = 10,
-        filters: Mapping[str, Any] | None = None,
-        extract: bool = True,
-        apply_threshold: bool = True,
-        explain: bool = False,
-    ) -> dict[str, Any]:
-        """The ``/search`` body; raises ``ProfileUnavailable`` / ``ValueError``.
-        ``apply_threshold=False`` returns the ranking the no-result cut would suppress;
-        ``explain=True`` adds each result's ``explanation`` (engine/explain.py)."""
-        return search.run(
-            self,
-            q,
-            profile=profile,
-            limit=limit,
-            filters=filters,
-            extract=extract,
-            apply_threshold=apply_threshold,
-            explain=explain,
-        )
-
-    def list_resources(
-        self, *, filters: Mapping[str, Any] | None = None, limit: int = 100, offset: int = 0
-    ) -> dict[str, Any]:
-        """The ``/discovery/resources`` page: live listings that satisfy ``filters``, in id
-        order, ``limit`` of them from ``offset``: ``{"total", "items": [{"id", "resource"}]}``.
-        Raises ``x402.FilterError`` for an invalid filter value."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit: expected a positive integer, got {limit!r}")
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset: expected a non-negative integer, got {offset!r}")
-        catalog = self.catalog  # one version for the page: the filters checked on its bodies
-        ids = catalog.ordered_live()
-        applied = x402.parse_filters(filters, self.assets)
-        if applied:
-            allowed = restrict.satisfying(
-                applied, ids, catalog=catalog, exact=not self.hnsw, assets=self.assets
-            )
-            ids = [i for i in ids if i in allowed]
-        docs = catalog.docs
-        return {
-            "total": len(ids),
-            "items": [
-                {"id": i, "resource": documents.resource_body(docs[i])}
-                for i in ids[offset : offset + limit]
-            ],
-        }
-
-    def search_uncut(self, text: str, *, profile: str, limit: int = 10) -> dict[str, Any]:
-        """See :func:`engine.calibrate.search_uncut`."""
-        return calibration.search_uncut(self, text, profile=profile, limit=limit)
-
-    def threshold_samples(
-        self,
-        collection: Collection,
-        *,
-        split: str = "dev",
-        profiles: Sequence[str] = ("lexical", "semantic", "hybrid"),
-        level: int = 2,
-    ) -> dict[str, list[threshold.Sample]]:
-        """Confidence features of every no-result and answerable query of ``split``."""
-        return calibration.threshold_samples(
-            self, collection, split=split, profiles=profiles, level=level
-        )
-
-    def calibrate(
-        self,
-        collection: Collection,
-        *,
-        split: str = "dev",
-        max_answerable_loss: float = 0.02,
-        profiles: Sequence[str] = calibration.CALIBRATED_PROFILES,
-    ) -> dict[str, threshold.Fit]:
-        """Fit no-result rules on ``split`` and install them in this engine's settings."""
-        return calibration.calibrate(
-            self,
-            collection,
-            split=split,
-            max_answerable_loss=max_answerable_loss,
-            profiles=profiles,
-        )
