@@ -169,6 +169,11 @@ class SearchEvalConfig:
     )
     tolerance: float = setting(0.02, "allowed aggregate drop vs baseline", check=_non_negative)
     query_tolerance: float = setting(0.2, "allowed per-query drop vs baseline", check=_non_negative)
+    max_errors: int = setting(
+        0,
+        "errored queries per profile the gate tolerates (a search that failed after its retries)",
+        check=_non_negative,
+    )
     query_measure: str = setting(
         "nDCG@10", "measure of the per-query check", check=lambda v: _measures((v,))
     )

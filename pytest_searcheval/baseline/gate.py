@@ -35,14 +35,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pytest_searcheval import __version__
 from pytest_searcheval.baseline.ledger import ledger_profile_differs, make_ledger
 from pytest_searcheval.settings import GATED_MEASURES, SearchEvalConfig
+from pytest_searcheval.types import RuleRecord, RuleStatus
 
 BASELINE_SCHEMA_VERSION = 2
 HASH_KEYS: tuple[str, ...] = ("corpus", "queries", "judgments")
@@ -51,94 +52,158 @@ MODEL_KEYS: tuple[str, ...] = ("id", "revision")
 
 @dataclass(frozen=True)
 class Rule:
+    """One gate rule's verdict, with the numbers it compared (``detail``)."""
+
     name: str
-    status: str  # passed | failed | skipped | unverified
+    status: RuleStatus
     detail: str
 
-    def as_dict(self) -> dict[str, str]:
-        return asdict(self)
+    def as_dict(self) -> RuleRecord:
+        return {"name": self.name, "status": self.status, "detail": self.detail}
 
 
-def _mean(report: Mapping[str, Any], profile: str, measure: str) -> float | None:
-    entry = report["profiles"].get(profile) or {}
-    if not entry.get("available"):
-        return None
-    value = (entry.get("measures") or {}).get(measure, {}).get("mean")
-    return None if value is None else float(value)
+@dataclass(frozen=True)
+class GateContext:
+    """What every gate rule reads: the run's report, the baseline (``None`` when there is
+    none), the settings, and the baseline's integrity check."""
+
+    report: Mapping[str, Any]
+    baseline: Mapping[str, Any] | None
+    cfg: SearchEvalConfig
+    integrity: Rule
+    baseline_error: str | None = None
+
+    @property
+    def gated(self) -> str:
+        return self.cfg.gated
+
+    @property
+    def partial(self) -> str:
+        """Why aggregate comparisons cannot be judged on this run, or ``""``."""
+        return "" if self.report["run"]["complete"] else PARTIAL
+
+    @property
+    def no_baseline(self) -> str:
+        return "no baseline" if self.baseline is None else ""
+
+    @property
+    def entry(self) -> Mapping[str, Any]:
+        """The gated profile's entry in the report (empty when it is not configured)."""
+        return self.report["profiles"].get(self.gated) or {}
+
+    def mean(self, profile: str, measure: str) -> float | None:
+        entry = self.report["profiles"].get(profile) or {}
+        if not entry.get("available"):
+            return None
+        value = (entry.get("measures") or {}).get(measure, {}).get("mean")
+        return None if value is None else float(value)
+
+    def base_mean(self, profile: str, measure: str) -> float | None:
+        if self.baseline is None:
+            return None
+        prof = (self.baseline.get("profiles") or {}).get(profile) or {}
+        value = (prof.get("aggregates") or {}).get(measure)
+        return None if value is None else float(value)
 
 
-def _base_mean(baseline: Mapping[str, Any], profile: str, measure: str) -> float | None:
-    prof = (baseline.get("profiles") or {}).get(profile) or {}
-    value = (prof.get("aggregates") or {}).get(measure)
-    return None if value is None else float(value)
+#: The reason a rule comparing aggregates skips on a partial run (``-k``, ``--lf``, ``-x``).
+PARTIAL = "partial run (selected queries only)"
+
+#: A gate rule: a function of the context returning its verdicts (none when it does not apply).
+GateRule = Callable[[GateContext], Iterable[Rule]]
 
 
-def evaluate(
-    report: Mapping[str, Any],
-    baseline: Mapping[str, Any] | None,
-    cfg: SearchEvalConfig,
-    *,
-    integrity: Rule,
-    baseline_error: str | None = None,
-) -> list[Rule]:
-    """Every gate rule for this run, in a fixed order."""
-    rules: list[Rule] = []
-    gated = cfg.gated
-    complete = bool(report["run"]["complete"])
-    entry = report["profiles"].get(gated) or {}
-    if entry.get("available"):
-        rules.append(Rule("gated profile available", "passed", f"{gated} answered"))
-    else:
-        rules.append(Rule("gated profile available", "failed", f"{gated}: {entry.get('reason')}"))
+def rule_gated_available(ctx: GateContext) -> list[Rule]:
+    if ctx.entry.get("available"):
+        return [Rule("gated profile available", "passed", f"{ctx.gated} answered")]
+    return [Rule("gated profile available", "failed", f"{ctx.gated}: {ctx.entry.get('reason')}")]
 
-    if baseline_error:
-        rules.append(Rule("baseline readable", "failed", baseline_error))
-    no_base = "no baseline" if baseline is None else ""
-    partial = "" if complete else "partial run (selected queries only)"
-    if baseline is not None:
-        rules.append(_conventions(report, baseline))
 
+def rule_search_errors(ctx: GateContext) -> list[Rule]:
+    """Queries whose search errored, per profile, within ``max_errors`` each."""
+    errored: dict[str, list[str]] = {}
+    for qid, q in sorted((ctx.report.get("queries") or {}).items()):
+        for profile in q.get("errors") or {}:
+            errored.setdefault(str(profile), []).append(str(qid))
+    tolerance = ctx.cfg.max_errors
+    if not errored:
+        return [Rule("no search errors", "passed", "every search answered")]
+    over = {p: qids for p, qids in errored.items() if len(qids) > tolerance}
+    parts = []
+    for p, qids in sorted(errored.items()):
+        shown = ", ".join(qids[:10]) + (f" and {len(qids) - 10} more" if len(qids) > 10 else "")
+        parts.append(f"{p} {len(qids)} ({shown})")
+    detail = "errored queries: " + "; ".join(parts) + f" (tolerance {tolerance} per profile)"
+    return [Rule("no search errors", "failed" if over else "passed", detail)]
+
+
+def rule_baseline_readable(ctx: GateContext) -> list[Rule]:
+    if ctx.baseline_error:
+        return [Rule("baseline readable", "failed", ctx.baseline_error)]
+    return []
+
+
+def rule_conventions(ctx: GateContext) -> list[Rule]:
+    if ctx.baseline is None:
+        return []
+    return [_conventions(ctx.report, ctx.baseline)]
+
+
+def rule_measures_vs_baseline(ctx: GateContext) -> list[Rule]:
+    """Each gated measure's mean, at most ``tolerance`` below the baseline's."""
+    out = []
+    tolerance = ctx.cfg.tolerance
     for m in GATED_MEASURES:
-        name = f"{gated} {m} vs baseline"
-        why = no_base or partial
-        now = _mean(report, gated, m)
-        before = _base_mean(baseline, gated, m) if baseline else None
+        name = f"{ctx.gated} {m} vs baseline"
+        why = ctx.no_baseline or ctx.partial
+        now = ctx.mean(ctx.gated, m)
+        before = ctx.base_mean(ctx.gated, m)
         if why:
-            rules.append(Rule(name, "skipped", why))
+            out.append(Rule(name, "skipped", why))
         elif now is None or before is None:
-            rules.append(Rule(name, "skipped", f"not measured (now {now}, baseline {before})"))
+            out.append(Rule(name, "skipped", f"not measured (now {now}, baseline {before})"))
         else:
-            floor = before - cfg.tolerance
+            floor = before - tolerance
             ok = now >= floor - 1e-12
-            rules.append(
+            out.append(
                 Rule(
                     name,
                     "passed" if ok else "failed",
                     f"{now:.4f} vs baseline {before:.4f} (floor {floor:.4f}, "
-                    f"tolerance {cfg.tolerance:g}, change {now - before:+.4f})",
+                    f"tolerance {tolerance:g}, change {now - before:+.4f})",
                 )
             )
+    return out
 
-    over = cfg.gate_over
-    if over and over != gated and over in (cfg.profiles or ()):
-        for m in GATED_MEASURES:
-            name = f"{gated} >= {over} on {m}"
-            if partial:
-                rules.append(Rule(name, "skipped", partial))
-                continue
-            h, lx = _mean(report, gated, m), _mean(report, over, m)
-            if h is None or lx is None:
-                rules.append(Rule(name, "skipped", f"not measured now ({gated} {h}, {over} {lx})"))
-                continue
-            ok = h >= lx
-            parts = [f"now {h:.4f} vs {lx:.4f}"]
-            if baseline:
-                bh, bl = _base_mean(baseline, gated, m), _base_mean(baseline, over, m)
-                if bh is not None and bl is not None:
-                    ok = ok and bh >= bl
-                    parts.append(f"baseline {bh:.4f} vs {bl:.4f}")
-            rules.append(Rule(name, "passed" if ok else "failed", "; ".join(parts)))
 
+def rule_gate_over(ctx: GateContext) -> list[Rule]:
+    """The gated profile at least as good as the gate-over profile, now and in the baseline."""
+    gated, over = ctx.gated, ctx.cfg.gate_over
+    if not over or over == gated or over not in (ctx.cfg.profiles or ()):
+        return []
+    out = []
+    for m in GATED_MEASURES:
+        name = f"{gated} >= {over} on {m}"
+        if ctx.partial:
+            out.append(Rule(name, "skipped", ctx.partial))
+            continue
+        h, lx = ctx.mean(gated, m), ctx.mean(over, m)
+        if h is None or lx is None:
+            out.append(Rule(name, "skipped", f"not measured now ({gated} {h}, {over} {lx})"))
+            continue
+        ok = h >= lx
+        parts = [f"now {h:.4f} vs {lx:.4f}"]
+        bh, bl = ctx.base_mean(gated, m), ctx.base_mean(over, m)
+        if ctx.baseline and bh is not None and bl is not None:
+            ok = ok and bh >= bl
+            parts.append(f"baseline {bh:.4f} vs {bl:.4f}")
+        out.append(Rule(name, "passed" if ok else "failed", "; ".join(parts)))
+    return out
+
+
+def rule_hard_filters(ctx: GateContext) -> list[Rule]:
+    """No returned result of any available profile breaks an applied filter (the oracle)."""
+    report = ctx.report
     total = 0
     checked = 0
     per_profile = []
@@ -166,103 +231,200 @@ def evaluate(
             )
     if per_profile:
         detail += ": " + ", ".join(per_profile)
-    rules.append(Rule("hard filters respected", "passed" if total == 0 else "failed", detail))
+    return [Rule("hard filters respected", "passed" if total == 0 else "failed", detail)]
 
+
+#: The invariant family whose cases the filter-conformance rule judges.
+CONFORMANCE_FAMILY = "filter-conformance"
+
+
+def family(case_id: str, record: Mapping[str, Any]) -> str:
+    """The invariant family of a case: its record's ``invariant``, else its id's prefix."""
+    name = record.get("invariant")
+    if name:
+        return str(name)
+    return CONFORMANCE_FAMILY if case_id.startswith(CONFORMANCE_FAMILY + "-") else case_id
+
+
+def _failed(record: Mapping[str, Any]) -> bool:
+    return record.get("status") == "failed" or ("status" not in record and not record.get("passed"))
+
+
+def rule_conformance(ctx: GateContext) -> list[Rule]:
+    """Every case of the filter-conformance family passes."""
     conformance = {
-        k: v for k, v in report.get("invariants", {}).items() if "conformance" in k.lower()
+        k: v
+        for k, v in (ctx.report.get("invariants") or {}).items()
+        if family(k, v) == CONFORMANCE_FAMILY
     }
-    if conformance:
-        bad = sorted(
-            k
-            for k, v in conformance.items()
-            if v.get("status") == "failed" or ("status" not in v and not v.get("passed"))
+    if not conformance:
+        return []
+    bad = sorted(k for k, v in conformance.items() if _failed(v))
+    ran = [k for k, v in conformance.items() if v.get("status") != "skipped"]
+    if not ran:
+        return [Rule("filter conformance", "skipped", "every conformance case skipped")]
+    return [
+        Rule(
+            "filter conformance",
+            "failed" if bad else "passed",
+            f"{len(ran) - len(bad)}/{len(ran)} cases"
+            + (f"; failing: {', '.join(bad[:10])}" if bad else ""),
         )
-        ran = [k for k, v in conformance.items() if v.get("status") != "skipped"]
-        if not ran:
-            rules.append(Rule("filter conformance", "skipped", "every conformance case skipped"))
-        else:
-            rules.append(
-                Rule(
-                    "filter conformance",
-                    "failed" if bad else "passed",
-                    f"{len(ran) - len(bad)}/{len(ran)} cases"
-                    + (f"; failing: {', '.join(bad[:10])}" if bad else ""),
-                )
-            )
+    ]
 
+
+def rule_no_result_accuracy(ctx: GateContext) -> list[Rule]:
+    entry = ctx.entry
     nra_now = (entry.get("no_result") or {}).get("accuracy") if entry.get("available") else None
-    nra_base = ((baseline or {}).get("profiles") or {}).get(gated, {}).get("no_result_accuracy")
-    name = f"{gated} no-result accuracy vs baseline"
-    if no_base or partial:
-        rules.append(Rule(name, "skipped", no_base or partial))
-    elif nra_now is None or nra_base is None:
-        rules.append(Rule(name, "skipped", f"not measured (now {nra_now}, baseline {nra_base})"))
-    else:
-        ok = float(nra_now) >= float(nra_base) - 1e-12
-        rules.append(
-            Rule(name, "passed" if ok else "failed", f"{nra_now:.4f} vs {float(nra_base):.4f}")
-        )
+    base_profiles = (ctx.baseline or {}).get("profiles") or {}
+    nra_base = (base_profiles.get(ctx.gated) or {}).get("no_result_accuracy")
+    name = f"{ctx.gated} no-result accuracy vs baseline"
+    if ctx.no_baseline or ctx.partial:
+        return [Rule(name, "skipped", ctx.no_baseline or ctx.partial)]
+    if nra_now is None or nra_base is None:
+        return [Rule(name, "skipped", f"not measured (now {nra_now}, baseline {nra_base})")]
+    ok = float(nra_now) >= float(nra_base) - 1e-12
+    return [Rule(name, "passed" if ok else "failed", f"{nra_now:.4f} vs {float(nra_base):.4f}")]
 
-    invariants = report.get("invariants") or {}
-    if invariants:
-        base_inv = (baseline or {}).get("invariants") or {}
-        # A skipped case (target cannot be changed, nothing to check) is not a failure.
-        failed = {k for k, v in invariants.items() if v.get("status", "") == "failed"} | {
-            k for k, v in invariants.items() if "status" not in v and not v.get("passed")
-        }
-        # Below its baseline = failing now, passing in the baseline. A case the baseline does
-        # not know fails its own test but cannot regress.
-        regressed = sorted(k for k in failed if base_inv.get(k) is True)
-        skipped = sum(1 for v in invariants.values() if v.get("status") == "skipped")
-        checked = len(invariants) - skipped
-        counts = f"{checked - len(failed)}/{checked} pass" + (
-            f", {skipped} skipped" if skipped else ""
-        )
-        other = ledger_profile_differs(baseline, str(report["run"].get("gated_profile")))
-        if baseline is None:
-            rules.append(Rule("invariants not below baseline", "skipped", f"no baseline; {counts}"))
-        elif other is not None:
-            rules.append(Rule("invariants not below baseline", "skipped", f"{counts}; {other}"))
-        else:
-            rules.append(
-                Rule(
-                    "invariants not below baseline",
-                    "failed" if regressed else "passed",
-                    counts + (f"; newly failing: {', '.join(regressed[:10])}" if regressed else ""),
-                )
-            )
 
+def rule_invariants(ctx: GateContext) -> list[Rule]:
+    """No invariant case fails that passed in the baseline."""
+    invariants = ctx.report.get("invariants") or {}
+    if not invariants:
+        return []
+    name = "invariants not below baseline"
+    base_inv = (ctx.baseline or {}).get("invariants") or {}
+    # A skipped case (target cannot be changed, nothing to check) is not a failure.
+    failed = {k for k, v in invariants.items() if _failed(v)}
+    # Below its baseline = failing now, passing in the baseline. A case the baseline does
+    # not know fails its own test but cannot regress.
+    regressed = sorted(k for k in failed if base_inv.get(k) is True)
+    skipped = sum(1 for v in invariants.values() if v.get("status") == "skipped")
+    checked = len(invariants) - skipped
+    counts = f"{checked - len(failed)}/{checked} pass" + (f", {skipped} skipped" if skipped else "")
+    other = ledger_profile_differs(ctx.baseline, str(ctx.report["run"].get("gated_profile")))
+    if ctx.baseline is None:
+        return [Rule(name, "skipped", f"no baseline; {counts}")]
+    if other is not None:
+        return [Rule(name, "skipped", f"{counts}; {other}")]
+    newly = f"; newly failing: {', '.join(regressed[:10])}" if regressed else ""
+    return [Rule(name, "failed" if regressed else "passed", counts + newly)]
+
+
+def rule_dataset_and_model(ctx: GateContext) -> list[Rule]:
+    """The collection's hashes and the model's id and revision are the baseline's."""
+    name = "dataset and model unchanged"
+    report, baseline = ctx.report, ctx.baseline
     if baseline is None:
-        rules.append(Rule("dataset and model unchanged", "skipped", "no baseline"))
-    else:
-        changed = []
-        now_hashes = report["collection"]["hashes"]
-        base_hashes = (baseline.get("collection") or {}).get("hashes") or {}
-        for key in HASH_KEYS:
-            if base_hashes.get(key) != now_hashes.get(key):
-                changed.append(f"{key} {base_hashes.get(key)} -> {now_hashes.get(key)}")
-        now_model = report.get("model")
-        base_model = baseline.get("model") or {}
-        unseen = now_model is None and not report["queries"]
-        for key in MODEL_KEYS if not unseen else ():
-            if base_model.get(key) != (now_model or {}).get(key):
-                changed.append(f"model {key} {base_model.get(key)} -> {(now_model or {}).get(key)}")
-        detail = "hashes match" + ("; model not seen (no query test ran)" if unseen else "")
-        rules.append(
-            Rule(
-                "dataset and model unchanged",
-                "failed" if changed else "passed",
-                "; ".join(changed) + " (re-baseline deliberately)" if changed else detail,
-            )
-        )
+        return [Rule(name, "skipped", "no baseline")]
+    changed = []
+    now_hashes = report["collection"]["hashes"]
+    base_hashes = (baseline.get("collection") or {}).get("hashes") or {}
+    for key in HASH_KEYS:
+        if base_hashes.get(key) != now_hashes.get(key):
+            changed.append(f"{key} {base_hashes.get(key)} -> {now_hashes.get(key)}")
+    now_model = report.get("model")
+    base_model = baseline.get("model") or {}
+    unseen = now_model is None and not report["queries"]
+    for key in MODEL_KEYS if not unseen else ():
+        if base_model.get(key) != (now_model or {}).get(key):
+            changed.append(f"model {key} {base_model.get(key)} -> {(now_model or {}).get(key)}")
+    if changed:
+        return [Rule(name, "failed", "; ".join(changed) + " (re-baseline deliberately)")]
+    detail = "hashes match" + ("; model not seen (no query test ran)" if unseen else "")
+    return [Rule(name, "passed", detail)]
 
-    rules.append(_latency_rule(report, cfg))
 
-    if integrity.status == "unverified" and cfg.strict_baseline:
-        rules.append(Rule(integrity.name, "failed", integrity.detail + " (strict)"))
-    else:
-        rules.append(integrity)
-    return rules
+def rule_latency(ctx: GateContext) -> list[Rule]:
+    return [_latency_rule(ctx.report, ctx.cfg)]
+
+
+def rule_integrity(ctx: GateContext) -> list[Rule]:
+    """The baseline equals its tagged copy; ``unverified`` fails only with strict_baseline."""
+    integrity = ctx.integrity
+    if integrity.status == "unverified" and ctx.cfg.strict_baseline:
+        return [Rule(integrity.name, "failed", integrity.detail + " (strict)")]
+    return [integrity]
+
+
+#: The built-in rules, in the order the gate reports them (docs/report.md, "Gate rules").
+RULES: tuple[GateRule, ...] = (
+    rule_gated_available,
+    rule_search_errors,
+    rule_baseline_readable,
+    rule_conventions,
+    rule_measures_vs_baseline,
+    rule_gate_over,
+    rule_hard_filters,
+    rule_conformance,
+    rule_no_result_accuracy,
+    rule_invariants,
+    rule_dataset_and_model,
+    rule_latency,
+    rule_integrity,
+)
+
+#: A project's own rules (name -> rule), judged after the built-in ones; see :func:`gate_rule`.
+USER_RULES: dict[str, GateRule] = {}
+
+
+def gate_rule(name: str) -> Callable[[Callable[[GateContext], Any]], Callable[[GateContext], Any]]:
+    """Register a gate rule of the project's own, e.g. from a conftest::
+
+        from pytest_searcheval.baseline.gate import GateContext, Rule, gate_rule
+
+        @gate_rule("p95 under 50 ms")
+        def fast_enough(ctx: GateContext) -> Rule:
+            p95 = ctx.report["profiles"][ctx.gated]["latency_ms"]["p95"]
+            if p95 is None:
+                return Rule("p95 under 50 ms", "skipped", "no latency measured")
+            return Rule("p95 under 50 ms", "passed" if p95 < 50 else "failed", f"{p95:.1f} ms")
+
+    The function receives a :class:`GateContext` and returns a :class:`Rule`, several, or
+    ``None`` (it does not apply). A rule that cannot judge returns ``skipped`` with why, never
+    ``passed``. Registering a name again replaces the rule; :func:`remove_gate_rule` drops it.
+    """
+
+    def register(fn: Callable[[GateContext], Any]) -> Callable[[GateContext], Any]:
+        USER_RULES[name] = _as_rule_list(name, fn)
+        return fn
+
+    return register
+
+
+def remove_gate_rule(name: str) -> None:
+    USER_RULES.pop(name, None)
+
+
+def _as_rule_list(name: str, fn: Callable[[GateContext], Any]) -> GateRule:
+    def run(ctx: GateContext) -> list[Rule]:
+        try:
+            got = fn(ctx)
+        except Exception as exc:  # a broken project rule fails the gate, with why
+            return [Rule(name, "failed", f"the rule raised {type(exc).__name__}: {exc}")]
+        rules = [] if got is None else [got] if isinstance(got, Rule) else list(got)
+        bad = [r for r in rules if not isinstance(r, Rule) or r.status not in RULE_STATUSES]
+        if bad:
+            return [Rule(name, "failed", f"the rule returned {bad[0]!r}, not a Rule")]
+        return rules
+
+    return run
+
+
+RULE_STATUSES: frozenset[str] = frozenset(get_args(RuleStatus))
+
+
+def evaluate(
+    report: Mapping[str, Any],
+    baseline: Mapping[str, Any] | None,
+    cfg: SearchEvalConfig,
+    *,
+    integrity: Rule,
+    baseline_error: str | None = None,
+) -> list[Rule]:
+    """Every gate rule for this run, in a fixed order: :data:`RULES`, then the project's."""
+    ctx = GateContext(report, baseline, cfg, integrity, baseline_error)
+    return [r for rule in (*RULES, *USER_RULES.values()) for r in rule(ctx)]
 
 
 #: The conventions a baseline's numbers were measured under; a run under others is not
@@ -333,7 +495,7 @@ def _latency_rule(report: Mapping[str, Any], cfg: SearchEvalConfig) -> Rule:
             "no latency test ran (deselected, or pytest-benchmark is not installed: "
             "pip install pytest-searcheval[latency])",
         )
-        status = "failed" if cfg.strict_baseline else "skipped"
+        status: RuleStatus = "failed" if cfg.strict_baseline else "skipped"
         return Rule(
             name, status, f"not measured: {why}" + (" (strict)" if status == "failed" else "")
         )

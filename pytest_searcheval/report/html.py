@@ -14,12 +14,12 @@ from typing import Any
 
 from pytest_searcheval.report import (
     CLASS_MEASURE,
-    _ci,
-    _conformance_line,
-    _extraction_line,
-    _fmt,
-    _ledger_lines,
+    conformance_line,
+    extraction_line,
+    format_interval,
+    format_number,
     history,
+    ledger_lines,
     shown_measures,
 )
 from pytest_searcheval.report.query_table import query_table
@@ -225,7 +225,7 @@ def _history_section(report: Mapping[str, Any], hist: history.History | None) ->
             f"<tr><td class='num'>{i}</td><td>{_e(line.get('created') or '-')}</td>"
             f"<td><code>{_e(commit or '-')}</code></td><td class='num'>{_e(line.get('queries'))}"
             f"</td><td class='{verdict}'>{verdict}</td>"
-            + "".join(f"<td class='num'>{_fmt(values.get(m), 4)}</td>" for m in measures)
+            + "".join(f"<td class='num'>{format_number(values.get(m), 4)}</td>" for m in measures)
             + "</tr>"
         )
     parts.append("</table>")
@@ -257,9 +257,9 @@ def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
                 f"{_e(r['name'])}: {_e(r['detail'])}</li>"
             )
         parts.append("</ul>")
-    ledger_lines = _ledger_lines(report)
-    if ledger_lines:
-        parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in ledger_lines) + "</ul>")
+    known = ledger_lines(report)
+    if known:
+        parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in known) + "</ul>")
     measures = shown_measures(run["measures"])
     parts.append("<h2>Profiles</h2><table><tr><th>profile</th>")
     parts += [f"<th>{_e(m)}</th>" for m in measures]
@@ -271,10 +271,13 @@ def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
                 f"{_e(e['reason'])}</td></tr>"
             )
             continue
-        cells = "".join(f"<td class='num'>{_e(_ci(e['measures'][m]))}</td>" for m in measures)
+        cells = "".join(
+            f"<td class='num'>{_e(format_interval(e['measures'][m]))}</td>" for m in measures
+        )
         p95 = e["latency_ms"]["p95"]
         parts.append(
-            f"<tr><td>{_e(p)}</td>{cells}<td class='num'>{_fmt(e['no_result']['accuracy'])}</td>"
+            f"<tr><td>{_e(p)}</td>{cells}"
+            f"<td class='num'>{format_number(e['no_result']['accuracy'])}</td>"
             f"<td class='num'>{'-' if p95 is None else f'{p95:.1f}'}</td>"
             f"<td class='num'>{e['hard_filter_violations']}</td></tr>"
         )
@@ -314,7 +317,7 @@ def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
                 f"<td class='num'>{r['skipped']}</td><td>{_e(failing_ids)}</td></tr>"
             )
         parts.append("</table>")
-        extra = [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
+        extra = [line for line in (conformance_line(summary), extraction_line(summary)) if line]
         if extra:
             parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in extra) + "</ul>")
     parts += _history_section(report, hist)

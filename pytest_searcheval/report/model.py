@@ -68,6 +68,21 @@ EVALUATED_RULE = (
 )
 
 
+#: The same rule under ``--search-eval-trec-compat`` (trec_eval ``-c``).
+EVALUATED_RULE_TREC = (
+    "a query enters every relevance aggregate (nDCG, P, R, RR, AP, bpref, Judged alike, per "
+    "profile and per class) exactly when it is judged (it has a line in the qrels), with or "
+    "without a judged document with grade >= the relevance level: queries without one score 0 "
+    "and count, as trec_eval -c averages them; queries absent from the qrels are excluded"
+)
+
+
+def evaluated_rule(trec_compat: bool, level: int) -> str:
+    """The evaluated-query rule of a mode, with the run's relevance level written in."""
+    rule = EVALUATED_RULE_TREC if trec_compat else EVALUATED_RULE
+    return rule.replace("the relevance level", f"the relevance level ({level})")
+
+
 def evaluated(row: Mapping[str, Any]) -> bool:
     """Whether a row belongs to the relevance aggregates (see :data:`EVALUATED_RULE`); in
     trec-compat mode every judged query does (trec_eval ``-c``)."""
@@ -149,6 +164,8 @@ def build(
     for p in cfg.profiles or ():
         entry: dict[str, Any] = {"available": p in available, "reason": unavailable.get(p)}
         if p in available:
+            # queries whose search on this profile errored (named in each query's "errors")
+            entry["errored"] = sum(1 for r in ordered if p in (r.get("errors") or {}))
             entry["measures"] = {m: cells[(p, m)] for m in cfg.measures}
             entry["evaluated"] = n_evaluated.get((p, ""), 0)
             answered = {r["qid"]: r["profiles"][p]["ids"] for r in ordered if p in r["profiles"]}
@@ -204,7 +221,7 @@ def build(
         classes[p] = per_class
 
     comparisons = _comparisons(columns, available, cfg)
-    vs_baseline = _against_baseline(columns, baseline, cfg)
+    vs_baseline = against_baseline(columns, baseline, cfg)
 
     queries: dict[str, Any] = {}
     base_queries = ((baseline or {}).get("profiles") or {}).get(cfg.gated) or {}
@@ -223,6 +240,7 @@ def build(
             "judged": row.get("judged", True),
             "evaluated": evaluated(row),
             "unavailable": row["unavailable"],
+            "errors": dict(row.get("errors") or {}),
             "profiles": {
                 p: {
                     "ids": d["ids"],
@@ -244,15 +262,16 @@ def build(
             "ledger": row.get("ledger"),
         }
 
+    # The conventions of the mode the numbers were computed in (fill_measures scores every
+    # judged query in trec-compat mode, only those with a relevant document otherwise).
     manifest_ = metrics.manifest(
         measures=cfg.measures,
         relevance_level=level,
         gain=cfg.gain,
         max_grade=max(getattr(collection, "grades", None) or [], default=None),
+        trec_compat=cfg.trec_compat,
     )
-    manifest_["evaluated_queries"] = EVALUATED_RULE.replace(
-        "the relevance level", f"the relevance level ({level})"
-    )
+    manifest_["evaluated_queries"] = evaluated_rule(cfg.trec_compat, level)
     coll_manifest = dict(getattr(collection, "manifest", {}) or {})
     model = facts.get("model") if isinstance(facts.get("model"), Mapping) else None
     report: dict[str, Any] = {
@@ -316,7 +335,7 @@ def build(
         "no_result_tradeoff": tradeoff.curves(queries, available),
         "known_failures": _known_failures(queries, invariants or {}, baseline),
         "limitations": _limitations(
-            collection, coll_manifest, unavailable, ordered, expected, level
+            collection, coll_manifest, unavailable, ordered, expected, level, cfg.trec_compat
         ),
         "gate": None,
     }
@@ -463,7 +482,7 @@ def _known_failures(
     return out
 
 
-def _against_baseline(
+def against_baseline(
     columns: Mapping[tuple[str, str], Mapping[str, float]],
     baseline: Mapping[str, Any] | None,
     cfg: SearchEvalConfig,
@@ -558,10 +577,18 @@ def _limitations(
     ordered: Sequence[Mapping[str, Any]],
     expected: Sequence[str],
     relevance_level: int,
+    trec_compat: bool = False,
 ) -> list[str]:
     notes: list[str] = []
     excluded = [r for r in ordered if not evaluated(r)]
-    if excluded:
+    if excluded and trec_compat:
+        notes.append(
+            f"{len(ordered) - len(excluded)} of {len(ordered)} queries enter the relevance "
+            f"measures (nDCG, P, R, RR, AP, bpref, Judged alike; trec_eval -c: a judged query "
+            f"without a relevant document scores 0): the other {len(excluded)} have no line "
+            "in the qrels."
+        )
+    elif excluded:
         unanswerable = sum(1 for r in excluded if r["unanswerable"])
         notes.append(
             f"{len(ordered) - len(excluded)} of {len(ordered)} queries enter the relevance "

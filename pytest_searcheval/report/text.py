@@ -21,7 +21,7 @@ def quality_lines(q: Mapping[str, Any] | None) -> list[str]:
         ("warm_share", "warm share"),
     ]
     used = [(k, h) for k, h in cols if any(k in e for e in q["profiles"].values())]
-    body = [[p, *[_fmt(e.get(k)) for k, _ in used]] for p, e in q["profiles"].items()]
+    body = [[p, *[format_number(e.get(k)) for k, _ in used]] for p, e in q["profiles"].items()]
     lines = ["", f"result quality (top {q['k']}):"]
     lines += _table(["profile", *[h for _, h in used]], body)
     lift = q.get("reranker_lift")
@@ -48,11 +48,11 @@ def invariant_lines(summary: Mapping[str, Any] | None) -> list[str]:
     ]
     lines = ["invariants:"]
     lines += _table(["invariant", "cases", "passed", "failed", "skipped"], body)
-    lines += [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
+    lines += [line for line in (conformance_line(summary), extraction_line(summary)) if line]
     return lines
 
 
-def _conformance_line(summary: Mapping[str, Any]) -> str:
+def conformance_line(summary: Mapping[str, Any]) -> str:
     c = summary.get("conformance")
     if not c:
         return ""
@@ -63,7 +63,7 @@ def _conformance_line(summary: Mapping[str, Any]) -> str:
     )
 
 
-def _extraction_line(summary: Mapping[str, Any]) -> str:
+def extraction_line(summary: Mapping[str, Any]) -> str:
     e = summary.get("extraction")
     if not e:
         return ""
@@ -80,7 +80,7 @@ def _extraction_line(summary: Mapping[str, Any]) -> str:
     )
 
 
-def _ledger_lines(report: Mapping[str, Any]) -> list[str]:
+def ledger_lines(report: Mapping[str, Any]) -> list[str]:
     kf = report.get("known_failures") or {}
     if not kf:
         return []
@@ -102,7 +102,7 @@ def _ledger_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _fmt(v: Any, digits: int = 3) -> str:
+def format_number(v: Any, digits: int = 3) -> str:
     return "-" if v is None else f"{float(v):.{digits}f}"
 
 
@@ -111,7 +111,7 @@ def _short(v: float) -> str:
     return text[1:] if text.startswith("0.") else text
 
 
-def _ci(cell: Mapping[str, Any]) -> str:
+def format_interval(cell: Mapping[str, Any]) -> str:
     """``.734 [.690,.781]``: mean and 95% interval, leading zeros dropped to keep tables narrow."""
     if cell.get("mean") is None:
         return "-"
@@ -186,8 +186,8 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
         body.append(
             [
                 p,
-                *[_ci(entry["measures"][m]) for m in measures],
-                _fmt(nra),
+                *[format_interval(entry["measures"][m]) for m in measures],
+                format_number(nra),
                 "-" if p95 is None else f"{p95:.1f}",
                 str(entry["hard_filter_violations"]),
             ]
@@ -206,8 +206,8 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
                 cls,
                 str(c["queries"]),
                 str(c.get("evaluated", "-")),
-                _ci(c[CLASS_MEASURE]),
-                _fmt(c["no_result_accuracy"]),
+                format_interval(c[CLASS_MEASURE]),
+                format_number(c["no_result_accuracy"]),
             ]
             for cls, c in report["classes"][gated].items()
         ]
@@ -246,10 +246,10 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
             f"latency {name}: p50 {lat['p50_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms, "
             f"p99 {lat['p99_ms']:.2f} ms over {lat['n']} requests"
         )
-    ledger_lines = _ledger_lines(report)
-    if ledger_lines:
+    known = ledger_lines(report)
+    if known:
         lines.append("")
-        lines += ledger_lines
+        lines += known
     gate = report.get("gate")
     if gate:
         lines.append("")
@@ -281,12 +281,13 @@ def markdown(report: Mapping[str, Any]) -> str:
         if not e["available"]:
             out.append(f"| {p} | unavailable: {e['reason']} |" + " |" * (len(measures) + 2))
             continue
-        cells = [_ci(e["measures"][m]) for m in measures]
+        cells = [format_interval(e["measures"][m]) for m in measures]
         p95 = e["latency_ms"]["p95"]
         out.append(
             f"| {p} | "
             + " | ".join(cells)
-            + f" | {_fmt(e['no_result']['accuracy'])} | {'-' if p95 is None else f'{p95:.1f}'}"
+            + f" | {format_number(e['no_result']['accuracy'])}"
+            + f" | {'-' if p95 is None else f'{p95:.1f}'}"
             + f" | {e['hard_filter_violations']} |"
         )
     gated = run["gated_profile"]
@@ -299,7 +300,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         for cls, c in report["classes"][gated].items():
             out.append(
                 f"| {cls} | {c['queries']} | {c.get('evaluated', '-')} | "
-                f"{_ci(c[CLASS_MEASURE])} | {_fmt(c['no_result_accuracy'])} |"
+                f"{format_interval(c[CLASS_MEASURE])} | {format_number(c['no_result_accuracy'])} |"
             )
     summary = report.get("invariant_summary")
     if summary:
@@ -309,7 +310,7 @@ def markdown(report: Mapping[str, Any]) -> str:
             out.append(
                 f"| {name} | {r['cases']} | {r['passed']} | {r['failed']} | {r['skipped']} |"
             )
-        extra = [line for line in (_conformance_line(summary), _extraction_line(summary)) if line]
+        extra = [line for line in (conformance_line(summary), extraction_line(summary)) if line]
         if extra:
             out += [""] + [f"- {line}" for line in extra]
     quality_ = quality_lines(report.get("quality"))
@@ -318,9 +319,9 @@ def markdown(report: Mapping[str, Any]) -> str:
     trade = tradeoff.lines(report.get("no_result_tradeoff"))
     if trade:
         out += ["", *[f"- {line}" for line in trade]]
-    ledger_lines = _ledger_lines(report)
-    if ledger_lines:
-        out += [""] + [f"- {line}" for line in ledger_lines]
+    known = ledger_lines(report)
+    if known:
+        out += [""] + [f"- {line}" for line in known]
     failing = [(q, d) for q, d in report["queries"].items() if d["failures"]]
     if failing:
         out += ["", f"Failing queries ({len(failing)}):", ""]

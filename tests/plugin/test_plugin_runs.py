@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from plugin_helpers import assert_valid
 
 pytest_plugins = ["pytester"]
 
@@ -58,7 +59,37 @@ def _project(pytester: pytest.Pytester) -> None:
 
 
 def _report(pytester: pytest.Pytester) -> dict:  # type: ignore[type-arg]
-    return json.loads((pytester.path / "searcheval-report" / "report.json").read_text())
+    data = json.loads((pytester.path / "searcheval-report" / "report.json").read_text())
+    assert_valid(data, "report.schema.json")
+    return data  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("trec_compat", [False, True])
+def test_the_manifest_states_the_conventions_the_numbers_were_computed_under(
+    pytester: pytest.Pytester, trec_compat: bool
+) -> None:
+    _project(pytester)
+    mode = ["--search-eval-trec-compat"] if trec_compat else ["--search-eval-relevance-level=1"]
+    result = pytester.runpytest_subprocess("--search-eval", *mode, "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    report = _report(pytester)
+    manifest = report["metric_manifest"]
+    # Query 4 is judged but has no relevant document; query 5 is judged nowhere.
+    q4 = report["queries"]["4"]
+    bm25 = report["profiles"]["bm25"]
+    assert manifest["mode"] == ("trec_compat" if trec_compat else "default")
+    without = manifest["queries_without_relevant_documents"]
+    if trec_compat:
+        assert q4["evaluated"] and q4["profiles"]["bm25"]["measures"]["nDCG@10"] == 0.0
+        assert bm25["evaluated"] == 4 == bm25["measures"]["nDCG@10"]["n"]
+        assert "scored 0" in without and "excluded" not in without
+        assert "it is judged" in manifest["evaluated_queries"]
+    else:
+        assert not q4["evaluated"] and q4["profiles"]["bm25"]["measures"] == {}
+        assert bm25["evaluated"] == 3 == bm25["measures"]["nDCG@10"]["n"]
+        assert "excluded" in without and "scored 0" not in without
+        assert "grade >= the relevance level (1)" in manifest["evaluated_queries"]
+    assert not report["queries"]["5"]["evaluated"]
 
 
 def test_trec_compat_run_files_equal_pytrec_eval_per_query(pytester: pytest.Pytester) -> None:

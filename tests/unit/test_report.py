@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_searcheval.report import _ci, nearest_rank
+from pytest_searcheval.report import format_interval, nearest_rank
 
 
 def test_nearest_rank_percentiles() -> None:
@@ -18,9 +18,9 @@ def test_nearest_rank_percentiles() -> None:
 
 
 def test_interval_cell_format() -> None:
-    assert _ci({"mean": 0.7341, "low": 0.69, "high": 0.781}) == ".734 [.690,.781]"
-    assert _ci({"mean": 1.0, "low": 1.0, "high": 1.0}) == "1.000 [1.000,1.000]"
-    assert _ci({"mean": None}) == "-"
+    assert format_interval({"mean": 0.7341, "low": 0.69, "high": 0.781}) == ".734 [.690,.781]"
+    assert format_interval({"mean": 1.0, "low": 1.0, "high": 1.0}) == "1.000 [1.000,1.000]"
+    assert format_interval({"mean": None}) == "-"
 
 
 def test_bootstrap_cis_shares_resamples_and_matches_bootstrap_ci() -> None:
@@ -100,15 +100,22 @@ def test_paired_randomization_tests_share_signs_and_match_the_single_test() -> N
 
 
 def test_the_run_is_tested_against_the_baselines_per_query_values() -> None:
-    from pytest_searcheval.report import _against_baseline
+    from pytest_searcheval.report import against_baseline
     from pytest_searcheval.settings import SearchEvalConfig
 
     cfg = SearchEvalConfig(enabled=True, profiles=("hybrid",), gated_profile="hybrid",
                            permutations=2000)  # fmt: skip
     now = {f"q{i}": 0.9 for i in range(12)}
     base = {"profiles": {"hybrid": {"queries": {f"q{i}": {"nDCG@10": 0.5} for i in range(12)}}}}
-    (row,) = _against_baseline({("hybrid", "nDCG@10"): now}, base, cfg)
+    (row,) = against_baseline({("hybrid", "nDCG@10"): now}, base, cfg)
     assert row["n"] == 12 and row["wins"] == 12 and row["losses"] == 0
     assert abs(row["mean_diff"] - 0.4) < 1e-12 and row["p"] < 0.01
-    same = _against_baseline({("hybrid", "nDCG@10"): {f"q{i}": 0.5 for i in range(12)}}, base, cfg)
+    same = against_baseline({("hybrid", "nDCG@10"): {f"q{i}": 0.5 for i in range(12)}}, base, cfg)
     assert same[0]["p"] == 1.0 and same[0]["mean_diff"] == 0.0
+
+
+def test_the_report_package_exports_no_private_name() -> None:
+    import pytest_searcheval.report as report
+
+    assert [n for n in report.__all__ if n.startswith("_")] == []
+    assert all(hasattr(report, n) for n in report.__all__)

@@ -1,0 +1,261 @@
+"""Each gate rule of ``RULES`` on its own: one test per rule function, called directly."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_searcheval.baseline import gate
+from pytest_searcheval.baseline.gate import (
+    RULES,
+    GateContext,
+    Rule,
+    conventions,
+    evaluate,
+    gate_rule,
+    make_baseline,
+    remove_gate_rule,
+)
+from pytest_searcheval.settings import SearchEvalConfig
+
+CFG = SearchEvalConfig(
+    enabled=True, profiles=("lexical", "hybrid"), gated_profile="hybrid", gate_over="lexical"
+)
+OK = Rule("baseline matches its git tag", "passed", "ok")
+HASHES = {"corpus": "sha256:a", "queries": "sha256:b", "judgments": "sha256:c"}
+
+
+def _profile(ndcg: float, recall: float, nra: float = 1.0, violations: int = 0) -> dict[str, Any]:
+    def cell(v: float) -> dict[str, Any]:
+        return {"mean": v, "low": v - 0.05, "high": v + 0.05, "n": 10}
+
+    return {
+        "available": True,
+        "reason": None,
+        "measures": {"nDCG@10": cell(ndcg), "R@20": cell(recall)},
+        "no_result": {"accuracy": nra},
+        "hard_filter_violations": violations,
+        "results_checked": 100,
+    }
+
+
+def _report(ndcg: float = 0.7, recall: float = 0.8, nra: float = 0.9) -> dict[str, Any]:
+    return {
+        "run": {"complete": True, "conventions": conventions(CFG), "gated_profile": CFG.gated},
+        "profiles": {"lexical": _profile(0.5, 0.6), "hybrid": _profile(ndcg, recall, nra)},
+        "collection": {"name": "t", "version": 1, "hashes": dict(HASHES)},
+        "model": {"id": "m", "revision": "r1"},
+        "queries": {
+            "q1": {"profiles": {"hybrid": {"measures": {"nDCG@10": 0.7}, "ids": ["a", "b"]}}}
+        },
+        "invariants": {},
+    }
+
+
+BASE = make_baseline(_report(), CFG, "v1")
+
+
+def _ctx(
+    report: dict[str, Any] | None = None,
+    baseline: Any = BASE,
+    cfg: SearchEvalConfig = CFG,
+    integrity: Rule = OK,
+    baseline_error: str | None = None,
+) -> GateContext:
+    return GateContext(report or _report(), baseline, cfg, integrity, baseline_error)
+
+
+def _one(rules: list[Rule]) -> Rule:
+    (rule,) = rules
+    return rule
+
+
+def test_every_rule_has_its_own_test() -> None:
+    tests = {name for name in globals() if name.startswith("test_")}
+    untested = [
+        r.__name__ for r in RULES if not any(t.startswith(f"test_{r.__name__}") for t in tests)
+    ]
+    assert untested == []
+    assert [r for rule in RULES for r in rule(_ctx())] == evaluate(
+        _report(), BASE, CFG, integrity=OK
+    )
+
+
+def test_rule_gated_available() -> None:
+    assert _one(gate.rule_gated_available(_ctx())).status == "passed"
+    report = _report()
+    report["profiles"]["hybrid"] = {"available": False, "reason": "connection refused"}
+    rule = _one(gate.rule_gated_available(_ctx(report)))
+    assert rule.status == "failed" and rule.detail == "hybrid: connection refused"
+
+
+def test_rule_search_errors_counts_and_names_errored_queries_within_the_tolerance() -> None:
+    rule = _one(gate.rule_search_errors(_ctx()))
+    assert (rule.name, rule.status) == ("no search errors", "passed")
+    report = _report()
+    error = {"error": "HTTP 503", "url": "http://s/search?q=x", "attempts": 2}
+    report["queries"]["q1"]["errors"] = {"hybrid": error}
+    report["queries"]["q2"] = {"profiles": {}, "errors": {"hybrid": error, "lexical": error}}
+    rule = _one(gate.rule_search_errors(_ctx(report)))
+    assert rule.status == "failed"
+    assert rule.detail == (
+        "errored queries: hybrid 2 (q1, q2); lexical 1 (q2) (tolerance 0 per profile)"
+    )
+    lenient = dataclasses.replace(CFG, max_errors=2)
+    assert _one(gate.rule_search_errors(_ctx(report, cfg=lenient))).status == "passed"
+    assert _one(gate.rule_search_errors(_ctx(report, cfg=lenient))).detail.startswith("errored")
+    # The gate as a whole fails on it.
+    assert not gate.passed(evaluate(report, BASE, CFG, integrity=OK))
+
+
+def test_rule_baseline_readable() -> None:
+    assert gate.rule_baseline_readable(_ctx()) == []
+    rule = _one(gate.rule_baseline_readable(_ctx(baseline_error="b.json: not an object")))
+    assert rule.status == "failed" and rule.detail == "b.json: not an object"
+
+
+def test_rule_conventions() -> None:
+    assert gate.rule_conventions(_ctx(baseline=None)) == []
+    assert _one(gate.rule_conventions(_ctx())).status == "passed"
+    report = _report()
+    report["run"]["conventions"] = dict(conventions(CFG), limit=10)
+    rule = _one(gate.rule_conventions(_ctx(report)))
+    assert rule.status == "failed" and "limit 20 in the baseline, 10 now" in rule.detail
+
+
+def test_rule_measures_vs_baseline() -> None:
+    rules = gate.rule_measures_vs_baseline(_ctx(_report(ndcg=0.69, recall=0.7)))
+    assert [(r.name, r.status) for r in rules] == [
+        ("hybrid nDCG@10 vs baseline", "passed"),
+        ("hybrid R@20 vs baseline", "failed"),
+    ]
+    assert "floor 0.7800" in rules[1].detail
+    assert {r.detail for r in gate.rule_measures_vs_baseline(_ctx(baseline=None))} == {
+        "no baseline"
+    }
+    partial = _report()
+    partial["run"]["complete"] = False
+    assert {r.status for r in gate.rule_measures_vs_baseline(_ctx(partial))} == {"skipped"}
+
+
+def test_rule_gate_over() -> None:
+    rules = gate.rule_gate_over(_ctx())
+    assert [(r.name, r.status) for r in rules] == [
+        ("hybrid >= lexical on nDCG@10", "passed"),
+        ("hybrid >= lexical on R@20", "passed"),
+    ]
+    worse = _report(ndcg=0.4)
+    assert gate.rule_gate_over(_ctx(worse))[0].status == "failed"
+    assert gate.rule_gate_over(_ctx(cfg=dataclasses.replace(CFG, gate_over=None))) == []
+
+
+def test_rule_hard_filters() -> None:
+    assert _one(gate.rule_hard_filters(_ctx())).status == "passed"
+    report = _report()
+    report["profiles"]["lexical"]["hard_filter_violations"] = 3
+    rule = _one(gate.rule_hard_filters(_ctx(report)))
+    assert rule.status == "failed" and rule.detail.endswith(": lexical 3")
+
+
+def test_rule_conformance_selects_the_filter_conformance_family_not_a_substring() -> None:
+    report = _report()
+    report["invariants"] = {
+        "filter-conformance-c1": {"invariant": "filter-conformance", "status": "passed"},
+        # Another family whose name merely contains "conformance": not the rule's business.
+        "schema-conformance-q1": {"invariant": "schema-conformance", "status": "failed"},
+    }
+    rule = _one(gate.rule_conformance(_ctx(report)))
+    assert (rule.status, rule.detail) == ("passed", "1/1 cases")
+    report["invariants"]["filter-conformance-c1"]["status"] = "failed"
+    rule = _one(gate.rule_conformance(_ctx(report)))
+    assert rule.status == "failed" and rule.detail == "0/1 cases; failing: filter-conformance-c1"
+    # A record without its family (hand-built, older) is placed by its id's prefix.
+    assert gate.family("filter-conformance-c9", {}) == "filter-conformance"
+    assert gate.rule_conformance(_ctx(_report())) == []
+
+
+def test_rule_no_result_accuracy() -> None:
+    assert _one(gate.rule_no_result_accuracy(_ctx())).status == "passed"
+    rule = _one(gate.rule_no_result_accuracy(_ctx(_report(nra=0.5))))
+    assert rule.status == "failed" and rule.detail == "0.5000 vs 0.9000"
+
+
+def test_rule_invariants() -> None:
+    assert gate.rule_invariants(_ctx()) == []
+    base = copy.deepcopy(BASE)
+    base["invariants"] = {"known-item-q1": True}
+    report = _report()
+    report["invariants"] = {"known-item-q1": {"status": "failed"}}
+    rule = _one(gate.rule_invariants(_ctx(report, base)))
+    assert rule.status == "failed" and "newly failing: known-item-q1" in rule.detail
+    assert _one(gate.rule_invariants(_ctx(report, None))).status == "skipped"
+
+
+def test_rule_dataset_and_model() -> None:
+    assert _one(gate.rule_dataset_and_model(_ctx())).detail == "hashes match"
+    report = _report()
+    report["collection"]["hashes"]["queries"] = "sha256:z"
+    rule = _one(gate.rule_dataset_and_model(_ctx(report)))
+    assert rule.status == "failed" and "queries sha256:b -> sha256:z" in rule.detail
+
+
+def test_rule_latency() -> None:
+    assert _one(gate.rule_latency(_ctx())).detail == "no budget set"
+    report = _report()
+    report["latency_tests"] = {"hybrid": {"profile": "hybrid", "p95_ms": 80.0, "p99_ms": 90.0}}
+    cfg = dataclasses.replace(CFG, latency_p95_ms=50.0)
+    rule = _one(gate.rule_latency(_ctx(report, cfg=cfg)))
+    assert rule.status == "failed" and "hybrid p95 80.00 ms (budget 50)" in rule.detail
+
+
+def test_rule_integrity() -> None:
+    unverified = Rule("baseline matches its git tag", "unverified", "no tag")
+    assert _one(gate.rule_integrity(_ctx(integrity=unverified))) == unverified
+    strict = dataclasses.replace(CFG, strict_baseline=True)
+    rule = _one(gate.rule_integrity(_ctx(integrity=unverified, cfg=strict)))
+    assert rule.status == "failed" and rule.detail == "no tag (strict)"
+
+
+@pytest.fixture
+def registered() -> Iterator[list[str]]:
+    names: list[str] = []
+    yield names
+    for name in names:
+        remove_gate_rule(name)
+
+
+def test_a_project_rule_is_judged_after_the_built_in_ones(registered: list[str]) -> None:
+    @gate_rule("top result titled")
+    def titled(ctx: GateContext) -> Rule:
+        return Rule("top result titled", "failed", f"{ctx.gated}: 1 untitled")
+
+    registered.append("top result titled")
+    rules = evaluate(_report(), BASE, CFG, integrity=OK)
+    assert rules[-1] == Rule("top result titled", "failed", "hybrid: 1 untitled")
+    assert not gate.passed(rules)
+
+
+def test_a_project_rule_that_raises_or_returns_nonsense_fails_with_why(
+    registered: list[str],
+) -> None:
+    @gate_rule("broken")
+    def broken(ctx: GateContext) -> Rule:
+        raise KeyError("latency_ms")
+
+    @gate_rule("confused")
+    def confused(ctx: GateContext) -> Any:
+        return "passed"
+
+    @gate_rule("silent")
+    def silent(ctx: GateContext) -> None:
+        return None
+
+    registered.extend(["broken", "confused", "silent"])
+    by_name = {r.name: r for r in evaluate(_report(), BASE, CFG, integrity=OK)}
+    assert by_name["broken"].status == "failed" and "raised KeyError" in by_name["broken"].detail
+    assert by_name["confused"].status == "failed" and "not a Rule" in by_name["confused"].detail
+    assert "silent" not in by_name
