@@ -11,9 +11,12 @@ instead, and stops its loop itself.
 
 Leftovers. Only SIGKILL (or a power cut) skips every cleanup. Each embedded server's temporary
 directory holds an owner file (``OWNER_FILE``: tool, pid, process start time, host, pid
-namespace); :func:`reap_dead_servers` finds directories whose owner process is gone, stops the
-PostgreSQL that still runs in them and deletes them. It touches nothing without our owner file,
-nothing owned by another user, nothing whose owner is alive or on another host, and only a
+namespace) and a lease (``LEASE_FILE``, locked with ``flock`` by the owner for its life: the
+kernel releases it when the owner dies, whatever machine it runs on);
+:func:`reap_dead_servers` finds directories whose owner process is gone and whose lease is
+free, stops the PostgreSQL that still runs in them and deletes them. It touches nothing without
+our owner file, nothing owned by another user, nothing whose owner is alive, on another host or
+holds its lease (a temp directory shared by two machines with one hostname), and only a
 postmaster whose data directory lies inside the directory being removed. Marked schemas of dead
 runs on a server of the user's are dropped by engine/isolation.py (drop_stale_schemas).
 """
@@ -21,6 +24,7 @@ runs on a server of the user's are dropped by engine/isolation.py (drop_stale_sc
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -39,6 +43,7 @@ from typing import Any
 from pytest_searcheval.files import write_atomic
 
 __all__ = [
+    "LEASE_FILE",
     "OWNER_FILE",
     "SERVER_DIR_PREFIX",
     "STOP_SIGNALS",
@@ -50,6 +55,7 @@ __all__ = [
 
 MARKER_TOOL = "pytest-searcheval"
 OWNER_FILE = "searcheval-owner.json"
+LEASE_FILE = "searcheval-owner.lock"
 SERVER_DIR_PREFIX = "searcheval-pg-"
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -138,8 +144,53 @@ def _process_start(pid: int) -> float | None:
         return None
 
 
+#: directory -> the descriptor holding its lease; a process-wide table because a lease lasts
+#: as long as the process that holds it
+_LEASES: dict[Path, int] = {}
+
+
+def _end_gone_leases() -> None:
+    """Close the leases of directories that were removed (a stopped server's)."""
+    for directory, fd in list(_LEASES.items()):
+        if not directory.exists():
+            del _LEASES[directory]
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def take_lease(directory: Path) -> None:
+    """Lock ``directory``'s lease for the life of this process. The descriptor is not
+    inherited (PEP 446), so a postgres started from here does not keep the lease alive."""
+    _end_gone_leases()
+    fd = os.open(directory / LEASE_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    _LEASES[directory] = fd
+
+
+def lease_is_free(directory: Path) -> bool:
+    """True when no process holds ``directory``'s lease (or it has none: an older run's)."""
+    try:
+        fd = os.open(directory / LEASE_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # cannot tell: treat as held
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # also releases the lock just taken
+    return True
+
+
 def write_owner(directory: Path) -> None:
-    """Record this process as the owner of ``directory`` (written atomically)."""
+    """Take ``directory``'s lease and record this process as its owner (written atomically)."""
+    take_lease(directory)
     pid = os.getpid()
     data = {
         "tool": MARKER_TOOL,
@@ -243,7 +294,7 @@ def reap_dead_servers(root: Path | None = None) -> list[str]:
 
     Returns one line per directory removed. A directory is removed only when it is a real
     directory (not a symlink) named ``SERVER_DIR_PREFIX*``, owned by our effective uid, holding
-    our owner file, and its owner is dead (see :func:`owner_is_dead`).
+    our owner file, its owner is dead (see :func:`owner_is_dead`) and its lease is free.
     """
     base = Path(root) if root is not None else Path(tempfile.gettempdir())
     done: list[str] = []
@@ -261,7 +312,7 @@ def reap_dead_servers(root: Path | None = None) -> list[str]:
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
             continue
         owner = read_owner(path)
-        if owner is None or not owner_is_dead(owner):
+        if owner is None or not owner_is_dead(owner) or not lease_is_free(path):
             continue
         action = _stop_postmaster(path)
         shutil.rmtree(path, ignore_errors=True)

@@ -11,15 +11,17 @@ a pid that is dead on this machine. PostgreSQL is real.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from pytest_searcheval.engine import isolation
+from pytest_searcheval.engine import isolation, lifecycle
 from pytest_searcheval.engine.isolation import IsolatedSchema, drop_stale_schemas
 
 
@@ -121,3 +123,34 @@ def test_a_lost_lease_session_is_taken_again(pg_server: Any, monkeypatch: Any) -
                     break
         assert held, "the lease was not taken again"
         assert run._lease.info.backend_pid != first
+
+
+def test_a_server_directory_whose_owner_holds_its_lease_is_not_reaped(tmp_path: Path) -> None:
+    """The embedded server's temporary directory, in a temp directory two machines with one
+    hostname share: the other machine's live run holds the directory's lease (a second process
+    here), while its owner file names a pid that is dead on this machine."""
+    twin = tmp_path / f"{lifecycle.SERVER_DIR_PREFIX}twin"
+    twin.mkdir()
+    code = (
+        "import sys, time, pathlib\n"
+        "from pytest_searcheval.engine import lifecycle\n"
+        f"lifecycle.write_owner(pathlib.Path({str(twin)!r}))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        owner = json.loads((twin / lifecycle.OWNER_FILE).read_text())
+        owner.update(pid=_dead_pid(), pid_started=None)
+        (twin / lifecycle.OWNER_FILE).write_text(json.dumps(owner))
+        assert lifecycle.reap_dead_servers(tmp_path) == [] and twin.is_dir()
+    finally:
+        holder.kill()
+        holder.wait()
+    # its process gone, the lease is free: the next start removes the directory
+    (done,) = lifecycle.reap_dead_servers(tmp_path)
+    assert done.startswith(str(twin)) and not twin.exists()
