@@ -90,7 +90,7 @@ def make_collection(root: Path, n_queries: int, n_docs: int = 200) -> None:
 
 def in_process(root: Path, repeats: int) -> float:
     sys.path.insert(0, str(root))
-    from pytest_searcheval.plugin.query import evaluate_query
+    from pytest_searcheval.evaluation import evaluate_query
     from pytest_searcheval.plugin.state import EvalState
     from pytest_searcheval.settings import SearchEvalConfig
     from pytest_searcheval.targets import CallableTarget, Hit, SearchResponse

@@ -95,6 +95,13 @@ class Query:
     constraints: dict[str, Any] = field(default_factory=dict)
     expect: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def unanswerable(self) -> bool:
+        """Whether the right answer is no result at all: ``expect.no_result`` or the class
+        ``no-result``. The one definition the query test, the invariants and the engine's
+        no-result calibration share."""
+        return bool(self.expect.get("no_result")) or self.query_class == "no-result"
+
 
 @dataclass(slots=True)
 class Collection:

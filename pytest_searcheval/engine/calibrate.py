@@ -57,7 +57,7 @@ def threshold_samples(
     )
     out: dict[str, list[threshold.Sample]] = {p: [] for p in profiles}
     for query in queries:
-        is_nr = query.query_class == "no-result" or bool(query.expect.get("no_result"))
+        is_nr = query.unanswerable
         if not is_nr and query.id not in answerable:
             continue
         for p in profiles:

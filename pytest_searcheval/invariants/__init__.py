@@ -53,7 +53,6 @@ from pytest_searcheval.invariants.base import (
     InvariantSettings,
     InvariantSkipped,
     _queries,
-    _unanswerable,
     clear_caches,
     known_items,
     settings_from,
@@ -271,7 +270,7 @@ def _deletion_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCas
     # then any answerable query (their rank-1 result is deleted).
     add = _Adder("deletion-isolation")
     queries = _queries(coll, s)
-    answerable = [q for q in queries if not _unanswerable(q)]
+    answerable = [q for q in queries if not q.unanswerable]
     subjects: list[tuple[Query, str | None]] = []
     used: set[str] = set()
     for qid, doc_id in _dup_items(coll, s):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_searcheval.collection.model import Collection, Query
+from pytest_searcheval.jsonsafe import json_safe
 from pytest_searcheval.reasons import Reason
 from pytest_searcheval.settings import setting
 from pytest_searcheval.targets import (
@@ -177,7 +178,7 @@ class InvariantOutcome:
 
     def record(self) -> dict[str, Any]:
         """The JSON-safe row the report keeps (``id``, ``invariant``, ``passed``, ...)."""
-        return _json_safe(
+        return json_safe(
             {
                 "id": self.case_id,
                 "invariant": self.invariant,
@@ -188,11 +189,6 @@ class InvariantOutcome:
                 "reasons": [r.as_dict() for r in self.reasons],
             }
         )
-
-
-def _json_safe(value: object) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(json.dumps(value, default=str))
-    return out
 
 
 class InvariantFailure(AssertionError):
@@ -437,10 +433,6 @@ def _rank(ids: Sequence[str], doc_id: str) -> int | None:
         return None
 
 
-def _unanswerable(query: Query) -> bool:
-    return bool(query.expect.get("no_result")) or query.query_class == "no-result"
-
-
 def _queries(coll: Collection, settings: InvariantSettings) -> list[Query]:
     return list(coll.queries_in(settings.split))
 
@@ -464,11 +456,11 @@ def known_items(collection: Collection) -> dict[str, tuple[str, int | None]]:
         max_rank = q.expect.get("max_rank")
         if declared:
             out[q.id] = (str(declared), int(max_rank) if max_rank else None)
-        elif q.query_class == "exact-name" and not _unanswerable(q):
+        elif q.query_class == "exact-name" and not q.unanswerable:
             best = [d for d, g in collection.judgments.get(q.id, {}).items() if g == top]
             if len(best) == 1 and best[0] in collection.documents:
                 out[q.id] = (best[0], int(max_rank) if max_rank else None)
     for q in collection.queries.values():
-        if q.id not in out and q.source and q.source in out and not _unanswerable(q):
+        if q.id not in out and q.source and q.source in out and not q.unanswerable:
             out[q.id] = out[q.source]
     return out

@@ -14,7 +14,6 @@ from pytest_searcheval.invariants.base import (
     InvariantOutcome,
     InvariantSettings,
     _clone,
-    _json_safe,
     _qline,
     _rank,
     _Searcher,
@@ -24,6 +23,7 @@ from pytest_searcheval.invariants.base import (
     _Verdict,
     profile_of,
 )
+from pytest_searcheval.jsonsafe import json_safe
 from pytest_searcheval.targets import SearchTarget, write_in_bulk
 
 # ------------------------------------------------------------------------------ records
@@ -31,7 +31,7 @@ from pytest_searcheval.targets import SearchTarget, write_in_bulk
 
 def record_of(doc: Document) -> dict[str, Any]:
     """The JSON record of a document (the body of an upsert)."""
-    return _json_safe(
+    return json_safe(
         {
             "id": doc.id,
             "title": doc.title,

@@ -22,7 +22,6 @@ from pytest_searcheval.invariants.base import (
     _shared,
     _show_ids,
     _title,
-    _unanswerable,
     _Verdict,
     profile_of,
 )
@@ -463,7 +462,7 @@ def check_threshold_compliance(
                     f"rank {rank}: score {s:.6g} < reported score_threshold {floor:.6g}",
                     code="under-score-threshold",
                 )
-    if _unanswerable(query) and ids:
+    if query.unanswerable and ids:
         v.fail(
             f"unanswerable query returned {len(ids)} result(s); expected none",
             code="unanswerable-answered",
@@ -475,7 +474,7 @@ def check_threshold_compliance(
                 f"requested filters: {json.dumps(explicit, sort_keys=True)}; applied: "
                 f"{json.dumps(applied, sort_keys=True, default=str)}"
             )
-    v.details.update(query=query.id, returned=len(ids), unanswerable=_unanswerable(query))
+    v.details.update(query=query.id, returned=len(ids), unanswerable=query.unanswerable)
     return v.done()
 
 

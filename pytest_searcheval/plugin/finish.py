@@ -22,8 +22,8 @@ from pytest_searcheval.baseline.gate import (
     passed,
     verify_baseline,
 )
+from pytest_searcheval.evaluation import fill_measures
 from pytest_searcheval.files import write_atomic
-from pytest_searcheval.plugin.query import fill_measures
 from pytest_searcheval.plugin.state import EvalState
 from pytest_searcheval.report import build, markdown, terminal_lines, to_json
 

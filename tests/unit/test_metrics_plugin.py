@@ -9,17 +9,16 @@ from typing import Any, cast
 
 import pytest
 
-from pytest_searcheval.plugin.query import fill_measures, measure_one
-from pytest_searcheval.plugin.state import EvalState, _at
+from pytest_searcheval.evaluation import Evaluation, at_depth, fill_measures, measure_one
 
 
-def _state(measures: tuple[str, ...]) -> EvalState:
+def _state(measures: tuple[str, ...]) -> Evaluation:
     judgments = {"q1": {"a": 1, "b": 0}, "q2": {"c": 3, "d": 1}}
     cfg = SimpleNamespace(
         relevance_level=1, gain=None, trec_compat=False, profiles=("p",), measures=measures
     )
     collection = SimpleNamespace(judgments=judgments, grades=[0, 1, 2, 3])
-    return cast(EvalState, SimpleNamespace(cfg=cfg, collection=collection))
+    return cast(Evaluation, SimpleNamespace(cfg=cfg, collection=collection))
 
 
 def test_err_of_one_query_uses_the_collection_scale_as_the_report_does() -> None:
@@ -49,5 +48,5 @@ def test_err_of_one_query_uses_the_collection_scale_as_the_report_does() -> None
     ],
 )
 def test_a_live_target_cuts_every_measure_at_the_limit(measure: str, cut: str) -> None:
-    assert _at(measure, 20) == cut
-    assert _at(measure, None) == measure
+    assert at_depth(measure, 20) == cut
+    assert at_depth(measure, None) == measure

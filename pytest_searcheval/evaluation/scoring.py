@@ -1,0 +1,245 @@
+"""Scoring one query: search every profile, measure, check the oracle and the declared
+expectations, compare with the baseline; and every measure of every row at the end.
+
+A row (:class:`pytest_searcheval.types.QueryRow`) is JSON-safe: it travels from xdist workers
+and goes into the report as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pytest_searcheval.evaluation.expectations import check_expectations
+from pytest_searcheval.jsonsafe import json_safe
+from pytest_searcheval.reasons import Reason
+from pytest_searcheval.targets import SearchResponse, SearchTarget
+
+if TYPE_CHECKING:
+    from pytest_searcheval.collection.model import Query
+    from pytest_searcheval.evaluation.session import Evaluation
+
+
+def relevant_count(judged: Mapping[str, int], level: int) -> int:
+    """Judged documents with grade >= ``level``: the query is *evaluated* (enters every
+    relevance aggregate, nDCG included) exactly when this is > 0 (DESIGN section 6)."""
+    return sum(1 for g in judged.values() if g >= level)
+
+
+def score_profile(
+    evaluation: Evaluation, query: Query, profile: str, response: SearchResponse
+) -> dict[str, Any]:
+    """Measures, oracle checks and expectations of one response, as a JSON-safe dict."""
+    from pytest_searcheval.domain import domain_of
+
+    coll = evaluation.collection
+    cfg = evaluation.cfg
+    domain = domain_of(coll)
+    # A duplicated id would count twice in every measure; keep the first occurrence.
+    ids = list(dict.fromkeys(response.ids))
+    if cfg.limit and not response.meta.get("whole"):
+        ids = ids[: cfg.limit]
+    # Full measures are computed once per profile for all queries at session end (one batched
+    # metrics.evaluate call); a test computes only what its own verdict needs.
+    measures: dict[str, float] = {}
+    if profile == cfg.gated:
+        base = evaluation.baseline_query(query.id)
+        if base is not None and cfg.query_measure in base:
+            measures = measure_one(evaluation, query.id, ids, (cfg.query_measure,))
+    applied = domain.applied(response.applied_filters) if domain else {}
+    violations: list[dict[str, Any]] = []
+    breaks = 0
+    check_corpus = bool(coll.documents)
+    for rank, doc_id in enumerate(ids, start=1):
+        doc = coll.documents.get(doc_id)
+        if doc is None:
+            if check_corpus:
+                violations.append(
+                    Reason(
+                        "unknown-document",
+                        f"rank {rank}: {doc_id!r} is not a document of the corpus",
+                        doc_id,
+                        {"rank": rank},
+                    ).as_dict()
+                )
+            continue
+        if domain is None:
+            continue
+        if applied:
+            for why in domain.violations(doc, applied, coll):
+                violations.append(
+                    Reason(
+                        "filter-violation",
+                        f"hard-filter violation at rank {rank}: {doc_id}: {why}",
+                        doc_id,
+                        {"rank": rank},
+                    ).as_dict()
+                )
+        if query.constraints and domain.violations(doc, query.constraints, coll):
+            breaks += 1
+    return {
+        "ids": ids,
+        "measures": measures,
+        "violations": violations,
+        "constraint_breaks": breaks,
+        "returned": len(ids),
+        "applied": json_safe(applied),
+        "extracted": json_safe(response.extracted_filters),
+        "expectations": [r.as_dict() for r in check_expectations(query, ids)],
+        "latency_ms": evaluation.latency_ms.get((query.id, profile)),
+        "confidence": _confidence(response.meta.get("confidence")),
+    }
+
+
+def _confidence(value: Any) -> dict[str, float | None] | None:
+    """The target's no-result confidence ``{value, threshold}`` as finite floats, or None."""
+    if not isinstance(value, Mapping):
+        return None
+    out: dict[str, float | None] = {}
+    for key in ("value", "threshold"):
+        v = value.get(key)
+        finite = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        out[key] = float(v) if finite and v is not None else None
+    return out if out["value"] is not None else None
+
+
+def measure_one(
+    evaluation: Evaluation, qid: str, ids: Sequence[str], measures: Sequence[str]
+) -> dict[str, float]:
+    """Measures of one ranking; undefined values (NaN) and queries without a document at the
+    relevance level are left out, as in the aggregates."""
+    from pytest_searcheval import metrics
+
+    cfg = evaluation.cfg
+    judged = evaluation.collection.judgments.get(qid, {})
+    if cfg.trec_compat and qid not in evaluation.collection.judgments:
+        return {}
+    if relevant_count(judged, cfg.relevance_level or 1) == 0 and not cfg.trec_compat:
+        return {}
+    per_query = metrics.evaluate(
+        {qid: judged},
+        {qid: list(ids)},
+        measures,
+        relevance_level=cfg.relevance_level or 1,
+        gain=cfg.gain,
+        trec_compat=cfg.trec_compat,
+        max_grade=_top_grade(evaluation),
+    )
+    return {m: float(v) for m, v in per_query.get(qid, {}).items() if math.isfinite(v)}
+
+
+def _top_grade(evaluation: Evaluation) -> int | None:
+    # ERR's g_max is the collection's scale, not the largest grade of the queries at hand
+    # (one query when a test scores its own ranking)
+    return max(evaluation.collection.grades, default=None)
+
+
+def fill_measures(evaluation: Evaluation, rows: Mapping[str, dict[str, Any]]) -> None:
+    """Every configured measure for every row and profile, one ``evaluate`` call per profile.
+
+    Only queries with a judged document of grade >= the relevance level are scored, for every
+    measure alike (one evaluated query set, hence one denominator, for all relevance
+    aggregates); the others keep ``measures == {}`` and are scored by no-result accuracy. In
+    trec-compat mode every judged query is scored (trec_eval ``-c``), also when the target
+    did not answer it: it counts with an empty ranking."""
+    from pytest_searcheval import metrics
+
+    cfg = evaluation.cfg
+    judgments = evaluation.collection.judgments
+    level = cfg.relevance_level or 1
+    for profile in cfg.profiles or ():
+        run = {
+            qid: row["profiles"][profile]["ids"]
+            for qid, row in rows.items()
+            if profile in row["profiles"]
+            and (
+                qid in judgments
+                if cfg.trec_compat
+                else relevant_count(judgments.get(qid, {}), level) > 0
+            )
+        }
+        if not run:
+            continue
+        qrels = {qid: judgments.get(qid, {}) for qid in run}
+        per_query = metrics.evaluate(
+            qrels,
+            run,
+            cfg.measures,
+            relevance_level=level,
+            gain=cfg.gain,
+            trec_compat=cfg.trec_compat,
+            max_grade=_top_grade(evaluation),
+        )
+        for qid, values in per_query.items():
+            rows[qid]["profiles"][profile]["measures"] = {
+                m: float(v) for m, v in values.items() if math.isfinite(v)
+            }
+
+
+def evaluate_query(evaluation: Evaluation, target: SearchTarget, query: Query) -> dict[str, Any]:
+    """Search every configured profile; return the row with ``reasons`` for the gated one.
+
+    Each profile's ``measures`` holds only the per-query check's measure here (all measures on
+    failure, for the message); :func:`fill_measures` completes them at session end.
+    """
+    evaluation.describe_target(target)
+    cfg = evaluation.cfg
+    row: dict[str, Any] = {
+        "qid": query.id,
+        "text": query.text,
+        "class": query.query_class,
+        "split": query.split,
+        "relevant": relevant_count(
+            evaluation.collection.judgments.get(query.id, {}), cfg.relevance_level or 1
+        ),
+        "judged": query.id in evaluation.collection.judgments,
+        "evaluated": (
+            query.id in evaluation.collection.judgments
+            if cfg.trec_compat
+            else relevant_count(
+                evaluation.collection.judgments.get(query.id, {}), cfg.relevance_level or 1
+            )
+            > 0
+        ),
+        "unanswerable": query.unanswerable,
+        "profiles": {},
+        "unavailable": {},
+        "reasons": [],
+    }
+    for profile in cfg.profiles or ():
+        response = evaluation.search(target, query, profile)
+        if response is None:
+            row["unavailable"][profile] = evaluation.unavailable[profile]
+            continue
+        row["profiles"][profile] = score_profile(evaluation, query, profile, response)
+    gated = row["profiles"].get(cfg.gated)
+    reasons: list[dict[str, Any]] = row["reasons"]
+    if gated is None:
+        why = row["unavailable"].get(cfg.gated, "no response")
+        reasons.append(
+            Reason(
+                "profile-unavailable", f"gated profile {cfg.gated!r} unavailable: {why}", cfg.gated
+            ).as_dict()
+        )
+        return row
+    reasons += [v for v in gated["violations"]]
+    reasons += gated["expectations"]
+    base = evaluation.baseline_query(query.id)
+    m = cfg.query_measure
+    if base is not None and m in base and m in gated["measures"]:
+        now, before = gated["measures"][m], float(base[m])
+        if now < before - cfg.query_tolerance - 1e-12:
+            reasons.append(
+                Reason(
+                    "query-drop",
+                    f"per-query drop: {m} dropped to {now:.4f} from baseline {before:.4f} "
+                    f"(per-query tolerance {cfg.query_tolerance:g})",
+                    m,
+                    {"now": now, "baseline": before},
+                ).as_dict()
+            )
+    if reasons:
+        for data in row["profiles"].values():
+            data["measures"] = measure_one(evaluation, query.id, data["ids"], cfg.measures)
+    return row

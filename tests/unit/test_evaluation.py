@@ -1,0 +1,111 @@
+"""The evaluation without pytester: searching, scoring, expectations and failure text on a
+collection in memory against a CallableTarget."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from pytest_searcheval.collection.model import Collection, Query
+from pytest_searcheval.evaluation import (
+    Evaluation,
+    check_expectations,
+    evaluate_query,
+    fill_measures,
+    format_failure,
+    resolve_profiles,
+)
+from pytest_searcheval.settings import SearchEvalConfig
+from pytest_searcheval.targets import CallableTarget
+
+
+def _collection() -> Collection:
+    queries = {
+        "1": Query("1", "weather forecast", "generic", "test", expect={"known_item": "d1"}),
+        "2": Query("2", "stock prices", "generic", "test"),
+        "3": Query("3", "unicorn rentals", "no-result", "test"),
+    }
+    judgments = {"1": {"d1": 2, "d3": 1}, "2": {"d2": 1, "d4": 1}}
+    return Collection(documents={}, queries=queries, judgments=judgments)
+
+
+RANKINGS: dict[str, list[str]] = {
+    "weather forecast": ["d3", "d1", "d5"],
+    "stock prices": ["d2", "d9", "d4"],
+    "unicorn rentals": [],
+}
+
+
+def _target(rankings: Mapping[str, list[str]] = RANKINGS, **kw: Any) -> CallableTarget:
+    def search(query: str, **_: Any) -> list[str]:
+        return list(rankings[query])
+
+    return CallableTarget(search, profiles=("bm25",), **kw)
+
+
+def _evaluation(**settings: Any) -> Evaluation:
+    cfg = SearchEvalConfig(enabled=True, measures=("nDCG@10", "P@2", "RR"), **settings)
+    return Evaluation.of(cfg, _collection())
+
+
+def test_a_row_holds_every_profile_and_the_reasons_of_the_gated_one() -> None:
+    ev = _evaluation()
+    row = evaluate_query(ev, _target(), ev.collection.queries["1"])
+    assert ev.cfg.gated == "bm25" and ev.cfg.relevance_level == 2  # a 1-2 scale: level 2
+    assert row["profiles"]["bm25"]["ids"] == ["d3", "d1", "d5"]
+    assert [r["code"] for r in row["reasons"]] == ["known-item"]
+    # on failure the row carries every measure, for the message
+    assert row["profiles"]["bm25"]["measures"]["RR@20"] == pytest.approx(0.5)
+    text = format_failure(ev, row)
+    assert "known item 'd1' expected at rank <= 1, found at rank 2" in text
+    assert "    2  d1  grade 2" in text and "baseline: none for this query" in text
+
+
+def test_fill_measures_scores_the_evaluated_queries_only() -> None:
+    ev = _evaluation(relevance_level=1)
+    target = _target()
+    rows = {q.id: evaluate_query(ev, target, q) for q in ev.selected_queries()}
+    fill_measures(ev, rows)
+    assert rows["2"]["profiles"]["bm25"]["measures"]["P@2"] == pytest.approx(0.5)
+    assert rows["3"]["profiles"]["bm25"]["measures"] == {}  # no judged document: not scored
+    assert rows["3"]["unanswerable"] and rows["3"]["reasons"] == []
+
+
+def test_an_unanswerable_query_that_is_answered_is_an_unmet_expectation() -> None:
+    query = Query("u", "anything", "no-result", "test")
+    assert query.unanswerable
+    assert [r.code for r in check_expectations(query, ["d1"])] == ["unanswerable-answered"]
+    assert check_expectations(query, []) == []
+
+
+def test_the_answer_is_asked_once_per_query_and_profile() -> None:
+    calls: list[str] = []
+
+    def search(query: str, **_: Any) -> list[str]:
+        calls.append(query)
+        return RANKINGS[query]
+
+    ev = _evaluation()
+    target = CallableTarget(search, profiles=("bm25",))
+    query = ev.collection.queries["2"]
+    evaluate_query(ev, target, query)
+    evaluate_query(ev, target, query)
+    assert calls == ["stock prices"] and ("2", "bm25") in ev.latency_ms
+
+
+def test_profiles_follow_the_settings_then_the_targets_defaults_then_its_offer() -> None:
+    cfg = SearchEvalConfig(enabled=True, measures=("AP", "nDCG@10"), limit=30)
+    offered = {"a": None, "b": None}
+    assert resolve_profiles(cfg, offered, {})["gated_profile"] == "a"
+    assert resolve_profiles(cfg, offered, {"gated_profile": "b"})["gated_profile"] == "b"
+    assert resolve_profiles(cfg, offered, {})["measures"] == ["AP@30", "nDCG@10"]
+    assert resolve_profiles(cfg, offered, {"whole": True})["measures"] == ["AP", "nDCG@10"]
+
+
+def test_a_profile_the_target_does_not_offer_is_unavailable() -> None:
+    ev = _evaluation(profiles=("bm25", "dense"))
+    row = evaluate_query(ev, _target(), ev.collection.queries["2"])
+    assert row["unavailable"] == {"dense": "the target does not offer profile 'dense'"}
+    assert list(row["profiles"]) == ["bm25"]
