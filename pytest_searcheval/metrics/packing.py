@@ -50,7 +50,9 @@ def _check_grades(qid: str, judged: Mapping[str, Any]) -> list[int]:
     return out
 
 
-def _ranks_from_scores(qid: str, ranking: Mapping[str, float], docs: list[str]) -> IntArray:
+def _ranks_from_scores(
+    qid: str, ranking: Mapping[str, float], docs: list[str], single: bool
+) -> IntArray:
     n = len(ranking)
     try:
         scores = np.fromiter(ranking.values(), dtype=np.float64, count=n)
@@ -73,6 +75,11 @@ def _ranks_from_scores(qid: str, ranking: Mapping[str, float], docs: list[str]) 
     sj = np.fromiter(
         map(ranking.get, docs, repeat(math.nan, len(docs))), dtype=np.float64, count=len(docs)
     )
+    if single:
+        # trec_eval holds a score in a C float: scores equal in 32 bits tie, then go by doc id
+        with np.errstate(over="ignore"):
+            scores = scores.astype(np.float32)
+            sj = sj.astype(np.float32)
     present = ~np.isnan(sj)
     ordered = np.sort(scores)
     hi = np.searchsorted(ordered, sj, side="right")
@@ -107,8 +114,12 @@ def _ranks_from_list(qid: str, ranking: Sequence[str], docs: list[str]) -> IntAr
 def pack(
     qrels: Mapping[str, Mapping[str, int]],
     run: Mapping[str, Mapping[str, float] | Sequence[str]],
+    single: bool = False,
 ) -> Packed:
-    """Check ``qrels`` and ``run`` and pack them; ValueError names the query and document."""
+    """Check ``qrels`` and ``run`` and pack them; ValueError names the query and document.
+
+    ``single`` ranks scores as trec_eval does, rounded to 32-bit floats (trec-compat mode);
+    otherwise they are compared as given."""
     qids = list(qrels)
     sizes: list[int] = []
     ranks: list[IntArray] = []
@@ -123,7 +134,7 @@ def pack(
         if ranking is None:
             r = np.full(len(docs), NOT_RETRIEVED, dtype=np.int64)
         elif isinstance(ranking, Mapping):
-            r = _ranks_from_scores(qid, ranking, docs)
+            r = _ranks_from_scores(qid, ranking, docs, single)
         elif isinstance(ranking, str) or not isinstance(ranking, Sequence):
             raise ValueError(
                 f"run: query {qid!r}: expected a mapping of document id to score or a list "

@@ -84,7 +84,7 @@ def evaluate(
     level = _check_int("relevance_level", relevance_level)
     top = None if max_grade is None else _check_int("max_grade", max_grade)
     g = _resolve_gain(gain, trec_compat)
-    packed = pack(qrels, run)
+    packed = pack(qrels, run, single=trec_compat)
     if top is not None and packed.grade.size and int(packed.grade.max()) > top:
         _check_max_grade(qrels, top)
     calc = Calc(packed, level, g, top)
@@ -177,8 +177,9 @@ def manifest(
         "the measure names its own level, as in P(rel=2)@5",
         "cutoffs": "P@k divides by k; R@k by the number of relevant documents; AP@k by the "
         "number of relevant documents (trec_eval map_cut); Judged@k by k",
-        "ties": "score descending, then document id descending (trec_eval); ranked lists are "
-        "taken in the given order",
+        "ties": "score descending"
+        + (", compared as 32-bit floats as trec_eval holds them" if trec_compat else "")
+        + ", then document id descending (trec_eval); ranked lists are taken in the given order",
         "unjudged_documents": "non-relevant; skipped by bpref; outside the pool for infAP",
         "negative_grades": "non-relevant, gain 0; treated as unjudged by bpref and as pooled "
         "but unjudged by infAP (trec_eval)",

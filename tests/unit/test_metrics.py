@@ -170,6 +170,7 @@ def test_manifest_states_conventions() -> None:
     assert own["err_stopping_probability"] == "(2^grade - 1) / 2^g_max, g_max = 4"
     t = manifest(trec_compat=True)
     assert t["gain"].startswith("grade")
+    assert "32-bit" in t["ties"] and "32-bit" not in m["ties"]
     assert "-c" in t["queries_without_relevant_documents"]
 
 

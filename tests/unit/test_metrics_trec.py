@@ -173,3 +173,26 @@ def test_infap_on_a_sampled_pool() -> None:
         assert ours[qid]["infAP"] == pytest.approx(theirs[qid]["infAP"], abs=1e-9, rel=0), qid
         differs += abs(ours[qid]["infAP"] - ours[qid]["AP"]) > 1e-3
     assert differs > 10  # the inference changed the numbers: this is not AP under another name
+
+
+def test_scores_tie_as_trec_eval_holds_them_in_32_bits() -> None:
+    # dense scores a few 1e-9 apart are distinct doubles but one C float in trec_eval, whose
+    # tie order (doc id descending) then decides
+    rng = random.Random(13)
+    pool = [f"d{i:02d}" for i in range(30)]
+    qrels = {f"q{q}": {d: rng.randint(0, 2) for d in rng.sample(pool, 12)} for q in range(40)}
+    run = {
+        q: {d: 0.8 + rng.randint(0, 5) * 1e-9 + rng.randint(0, 3) * 1e-3 for d in pool}
+        for q in qrels
+    }
+    names = {"RR": "recip_rank", "P@5": "P_5", "AP": "map", "nDCG@10": "ndcg_cut_10"}
+    ours = evaluate(qrels, run, list(names), trec_compat=True)
+    theirs = pytrec_eval.RelevanceEvaluator(
+        qrels, {"recip_rank", "P.5", "map", "ndcg_cut.10"}
+    ).evaluate(run)
+    for qid in qrels:
+        for name, trec in names.items():
+            assert ours[qid][name] == pytest.approx(theirs[qid][trec], abs=1e-9, rel=0), (qid, name)
+    # the default mode compares the doubles as given
+    default = evaluate(qrels, run, ["RR"])
+    assert any(default[q]["RR"] != ours[q]["RR"] for q in qrels if not math.isnan(default[q]["RR"]))
