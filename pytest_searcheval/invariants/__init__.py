@@ -142,7 +142,13 @@ class _Adder:
         self.out: list[InvariantCase] = []
 
     def __call__(
-        self, subject: str, name: str, fn: Any, *args: Any, query_id: str | None = None
+        self,
+        subject: str,
+        name: str,
+        fn: Any,
+        *args: Any,
+        query_id: str | None = None,
+        mutates: bool = False,
     ) -> None:
         self.out.append(
             InvariantCase(
@@ -151,6 +157,7 @@ class _Adder:
                 name,
                 _bind(fn, *args),
                 query_id=query_id,
+                mutates=mutates,
             )
         )
 
@@ -190,6 +197,7 @@ def _known_item_cases(coll: Collection, s: InvariantSettings) -> list[InvariantC
             coll,
             known,
             s,
+            mutates=True,
         )
     return add.out
 
@@ -260,6 +268,7 @@ def _duplicate_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCa
             doc_id,
             s,
             query_id=qid,
+            mutates=True,
         )
     return add.out
 
@@ -295,6 +304,7 @@ def _deletion_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCas
             probes,
             s,
             query_id=subject.id,
+            mutates=True,
         )
     return add.out
 
@@ -337,6 +347,7 @@ def _conformance_cases(coll: Collection, s: InvariantSettings) -> list[Invariant
             "filter-conformance",
             f"{case.id}: {json.dumps(case.filters, sort_keys=True)}",
             _bind(check_conformance_case, coll, conf, case, s),
+            mutates=True,
         )
         for case in conf.cases
     ]

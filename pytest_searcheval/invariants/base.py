@@ -213,6 +213,10 @@ class InvariantCase:
     check: Callable[[SearchTarget], InvariantOutcome] = field(repr=False, compare=False)
     #: The query the case is about, if one: the IDE points at its line.
     query_id: str | None = field(default=None, compare=False)
+    #: Whether the check writes to an isolated copy of the target (a ``MutableTarget``): such
+    #: a case cannot run on a read-only service or on run files, and is not collected where
+    #: the plugin knows the target is one of those.
+    mutates: bool = field(default=False, compare=False)
 
     def outcome(self, target: SearchTarget) -> InvariantOutcome:
         """Run the check and never raise for the invariant's own verdict."""

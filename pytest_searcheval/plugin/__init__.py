@@ -187,6 +187,15 @@ class SessionHooks:
         i_all, i_sel = self.generated.get("invariant", 0), selected.get("invariant", 0)
         self.state.partial = q_sel < q_all or 0 < i_sel < i_all
 
+    def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
+        if self.state.left_out is None:
+            return []
+        count, families, reason = self.state.left_out
+        return [
+            f"searcheval: {count} invariant case(s) not collected ({', '.join(families)}): "
+            f"{reason}"
+        ]
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         config = session.config

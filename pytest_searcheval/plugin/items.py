@@ -29,6 +29,8 @@ from pytest_searcheval.reasons import Reason
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr, TracebackStyle
 
+    from pytest_searcheval.collection.model import Query
+
 
 class SearchEvalFailure(AssertionError):
     """A generated test failed; the message is the whole triage report (no traceback)."""
@@ -184,17 +186,27 @@ class SearchEvalFile(pytest.File):
         qpath = state.queries_file()
         lines = query_lines(qpath) if qpath is not None else {}
         qfile = qpath if qpath is not None else self.path
+        classed = has_classes(queries)
         for query in queries:
             yield QueryItem.build(
                 self,
                 key=query.id,
-                name=f"test_query[{query.id}-{query.query_class}]",
+                name=query_test_name(query.id, query.query_class if classed else None),
                 payload=query,
                 file=qfile,
                 line=lines.get(query.id, 0),
                 marks=_marks(known_failure_marker(state, "queries", query.id)),
             )
-        for case in cases_for(state.collection, state.cfg, self.config):
+        cases = cases_for(state.collection, state.cfg, self.config)
+        cannot = _cannot_run(state, self)
+        if cannot is not None:
+            runnable, reason = cannot
+            left = [c for c in cases if not runnable(c)]
+            cases = [c for c in cases if runnable(c)]
+            if left:
+                families = sorted({c.invariant for c in left})
+                state.left_out = (len(left), families, reason)
+        for case in cases:
             yield InvariantItem.build(
                 self,
                 key=str(case.id),
@@ -218,6 +230,53 @@ class SearchEvalFile(pytest.File):
                 )
             else:
                 state.phases.setdefault("latency_not_measured", 0.0)
+
+
+def _cannot_run(
+    state: EvalState, collector: pytest.Collector
+) -> tuple[Callable[[Any], bool], str] | None:
+    """Which invariant cases can run on the target, when that is known at collection time.
+
+    It is known when the plugin's own ``searcheval_target`` serves: the settings name the
+    target (run files, an HTTP service, the reference engine). A ``searcheval_target`` of the
+    user's conftest is known only when it is built, at run time: every case is collected and a
+    case that needs more than the target offers skips with the reason.
+    """
+    try:
+        defs = collector.session._fixturemanager.getfixturedefs("searcheval_target", collector)
+    except Exception:  # pragma: no cover - a pytest without the fixture manager's lookup
+        return None
+    if not defs or getattr(defs[-1].func, "__module__", None) != "pytest_searcheval.plugin":
+        return None
+    cfg = state.cfg
+    kind = cfg.target
+    if kind == "auto":
+        kind = "run" if cfg.run else "http" if cfg.url else "engine"
+    if kind == "run":
+        return (
+            lambda case: False,
+            "run files are fixed rankings; the invariants need a live system",
+        )
+    if kind in ("http", "bazaar"):
+        return (
+            lambda case: not case.mutates,
+            "an HTTP service is read-only; these invariants write to an isolated copy "
+            "(a MutableTarget)",
+        )
+    return None
+
+
+def has_classes(queries: Sequence[Query]) -> bool:
+    """Whether the queries carry classes of their own: a BEIR or TREC collection gives every
+    query the loader's generic class, which would only lengthen each test id."""
+    from pytest_searcheval.collection import GENERIC_CLASS
+
+    return any(q.query_class != GENERIC_CLASS for q in queries)
+
+
+def query_test_name(qid: str, query_class: str | None) -> str:
+    """``test_query[<qid>-<class>]``, or ``test_query[<qid>]`` for a collection without classes."""
+    return f"test_query[{qid}-{query_class}]" if query_class else f"test_query[{qid}]"
 
 
 _ID_LINE = re.compile(r"^\s*-?\s*id:\s*['\"]?([^'\"\s#]+)")

@@ -40,6 +40,9 @@ class EvalState(Evaluation):
     partial: bool = False
     selected: int = 0
     phases: dict[str, float] = field(default_factory=dict)
+    #: Invariant cases not collected because the target cannot run them: how many, their
+    #: families and why.
+    left_out: tuple[int, list[str], str] | None = None
     rootpath: Path | None = None
     inipath: Path | None = None
 

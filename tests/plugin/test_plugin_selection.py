@@ -62,3 +62,99 @@ def test_bad_ini_values_are_usage_errors_when_the_ini_turns_it_on(
     result.stderr.fnmatch_lines([f"*{message}*"])
     # --help still answers.
     assert pytester.runpytest("--help").ret == 0
+
+
+def _beir_numeric(pytester: pytest.Pytester, n: int = 12) -> None:
+    # A BEIR collection with numeric query ids, as most public sets have; no classes.
+    pytester.makefile(
+        ".jsonl",
+        corpus="".join(f'{{"_id": "d{i}", "title": "t{i}", "text": "w{i}"}}\n' for i in range(n)),
+        queries="".join(f'{{"_id": "{i}", "text": "w{i}"}}\n' for i in range(1, n + 1)),
+    )
+    pytester.mkdir("qrels")
+    (pytester.path / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{i}\td{i % n}\t1\n" for i in range(1, n + 1))
+    )
+    pytester.makeconftest(
+        "import pytest\n"
+        "from pytest_searcheval.targets import CallableTarget, Hit, SearchResponse\n"
+        "@pytest.fixture(scope='session')\n"
+        "def searcheval_target():\n"
+        "    return CallableTarget(\n"
+        "        lambda q, **kw: SearchResponse(hits=(Hit('d' + q[1:], 1.0),))\n"
+        "    )\n"
+    )
+
+
+def test_a_collection_without_classes_has_ids_without_a_class(
+    pytester: pytest.Pytester,
+) -> None:
+    _beir_numeric(pytester)
+    result = pytester.runpytest(
+        "--search-eval", "-p", "no:cacheprovider", "--co", "-q", "-m", "searcheval_query"
+    )
+    ids = [line for line in result.stdout.lines if "test_query[" in line]
+    assert len(ids) == 12 and "queries.jsonl::test_query[1]" in ids, ids
+    assert not any("generic" in i for i in ids)
+    # What docs/configuration.md gives for a numeric id: the bracketed name, not the bare
+    # number (-k 1 matches 1, 10, 11, 12 and every other name with a 1 in it).
+    result = pytester.runpytest(
+        "--search-eval", "-p", "no:cacheprovider", "--co", "-q", "-k", "test_query[1]"
+    )
+    picked = [line for line in result.stdout.lines if "::" in line]
+    assert picked == ["queries.jsonl::test_query[1]"], result.stdout.str()
+    result = pytester.runpytest(
+        "--search-eval", "-p", "no:cacheprovider", "--co", "-q", "-k", "test_query and 1]"
+    )
+    picked = [line for line in result.stdout.lines if "::" in line]
+    assert picked == ["queries.jsonl::test_query[1]", "queries.jsonl::test_query[11]"], picked
+
+
+QRELS = "1 0 d1 1\n2 0 d2 1\n3 0 d3 1\n"
+TOPICS = "1\tred apples\n2\tgreen pears\n3\tcherry jam\n"
+RUN = "1 Q0 d1 1 2.0 bm25\n2 Q0 d1 1 2.0 bm25\n3 Q0 d3 1 1.0 bm25\n"
+
+
+def test_run_files_collect_no_invariant_they_cannot_run(pytester: pytest.Pytester) -> None:
+    (pytester.path / "qrels.txt").write_text(QRELS)
+    (pytester.path / "topics.tsv").write_text(TOPICS)
+    (pytester.path / "bm25.run").write_text(RUN)
+    pytester.makeini(
+        "[pytest]\nsearch_eval_qrels = qrels.txt\nsearch_eval_topics = topics.tsv\n"
+        "search_eval_run = bm25.run\nsearch_eval_bootstrap_samples = 50\n"
+        "search_eval_permutations = 50\n"
+    )
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "-rs")
+    # Three query tests and no skipped invariant (before: one per query and family): the
+    # cases are left out at collection, with one line saying why.
+    assert "test_invariant" not in result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert outcomes == {"passed": 3}, outcomes
+    result.stdout.fnmatch_lines(
+        [
+            "searcheval: 6 invariant case(s) not collected (deletion-isolation, "
+            "threshold-compliance): run files "
+            "are fixed rankings; the invariants need a live system"
+        ]
+    )
+
+
+def test_a_read_only_service_collects_no_mutating_invariant(pytester: pytest.Pytester) -> None:
+    from pytest_searcheval.collection import load
+    from pytest_searcheval.invariants import cases
+
+    make_project(pytester, invariants=True, ini="search_eval_url = http://127.0.0.1:9/\n")
+    # The conftest's own target would be known only at run time: the plugin's default serves.
+    (pytester.path / "conftest.py").unlink()
+    mutating = [c.id for c in cases(load(pytester.path)) if c.mutates]
+    assert mutating, "the tiny collection has mutating cases (duplicate-resistance, ...)"
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "--co", "-q")
+    out = result.stdout.str()
+    assert "test_invariant[threshold-compliance-q1]" in out
+    assert not any(f"test_invariant[{c}]" in out for c in mutating), out
+    result.stdout.fnmatch_lines(
+        [
+            "searcheval: * invariant case(s) not collected (deletion-isolation, "
+            "duplicate-resistance, known-item-stability): an HTTP service is read-only*"
+        ]
+    )
