@@ -353,10 +353,17 @@ class Engine(EngineWrites, EngineReads):
         return self.embedder.info()
 
     def health(self) -> dict[str, Any]:
-        """What ``/healthz`` reports, at the cost of one ``SELECT 1``: raises (within the
-        connection wait, about a second) when the database cannot answer."""
+        """What ``/healthz`` reports, at the cost of one round trip: raises (within the
+        connection wait, about a second) when the database cannot answer, and when the run's
+        schema is gone (dropped by someone else: every search would fail)."""
+        from pytest_searcheval.engine.isolation import IsolationError
+
         with self.schema.connection() as conn:
-            conn.execute("SELECT 1").fetchone()
+            row = conn.execute(
+                "SELECT to_regnamespace(%s) IS NOT NULL", (self.schema_name,)
+            ).fetchone()
+        if not (row and row[0]):
+            raise IsolationError(f"the run schema {self.schema_name} is gone")
         catalog = self.catalog
         return {
             **self.versions,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from pytest_searcheval.engine import isolation, lifecycle
@@ -154,3 +155,26 @@ def test_a_server_directory_whose_owner_holds_its_lease_is_not_reaped(tmp_path: 
     # its process gone, the lease is free: the next start removes the directory
     (done,) = lifecycle.reap_dead_servers(tmp_path)
     assert done.startswith(str(twin)) and not twin.exists()
+
+
+def test_health_fails_when_the_run_schema_is_gone(
+    pg_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A schema dropped behind a live engine's back (by a cleaner fooled as above, or by hand)
+    makes every search fail: ``/healthz`` must not answer ok then."""
+    from embedding_doubles import HashEmbedder
+
+    from pytest_searcheval.collection import load
+    from pytest_searcheval.engine.core import Engine
+    from pytest_searcheval.engine.settings import EngineSettings
+    from pytest_searcheval.x402.synth import write_synthetic
+
+    root = write_synthetic(tmp_path_factory.mktemp("synth"), n_docs=12, n_queries=2, files=1)
+    embedder = HashEmbedder(cache_dir=tmp_path_factory.mktemp("cache"))
+    settings = EngineSettings(no_result={})
+    with Engine.start(load(root), dsn=pg_server.dsn, settings=settings, embedder=embedder) as eng:
+        assert eng.health()["documents"] == 12
+        with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(eng.schema_name)))
+        with pytest.raises(isolation.IsolationError, match="is gone"):
+            eng.health()
