@@ -84,6 +84,7 @@ CORE = (
     "report",
     "files",
     "types",
+    "assertions",
 )
 
 
