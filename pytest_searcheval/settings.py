@@ -196,6 +196,12 @@ class SearchEvalConfig:
     update_baseline: bool = setting(
         False, "rewrite the baseline from this run (a deliberate, reviewed change)", ini=False
     )
+    snapshot_update: bool = setting(
+        False,
+        "re-record the ranking snapshots the hand-written tests check (ranking_snapshot) "
+        "instead of comparing them",
+        ini=False,
+    )
     latency_p95_ms: float | None = setting(
         None, "p95 latency budget in ms (enables latency tests)", check=_non_negative
     )
@@ -418,9 +424,9 @@ def build(config: pytest.Config) -> SearchEvalConfig:
     """Resolve every setting once; raises :class:`ConfigError` naming the bad option."""
     root = Path(config.rootpath)
     items = declared()
-    switches = [d for d in items if d.name in ("enabled", "update_baseline")]
+    switches = [d for d in items if d.name in ("enabled", "update_baseline", "snapshot_update")]
     values, sources = resolve(config, switches)
-    enabled = bool(values.get("enabled")) or bool(values.get("update_baseline"))
+    enabled = any(bool(values.get(d.name)) for d in switches)
     if not enabled:
         # Nothing else is read: a plain pytest run (or --help) pays for two lookups.
         return SearchEvalConfig(enabled=False)

@@ -392,6 +392,36 @@ class GateRecord(TypedDict):
     baseline: GateBaseline
 
 
+#: A hand-written search test's outcome, as pytest reports it.
+HandWrittenOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
+
+
+class HandWrittenTest(TypedDict):
+    """One test that used the ``searcheval`` or ``ranking_snapshot`` fixture."""
+
+    outcome: HandWrittenOutcome
+    #: marked ``searcheval_gated``: its failure fails the gate
+    gated: bool
+    #: the golden queries it searched or measured
+    queries: list[str]
+    searches: int
+    snapshots_recorded: list[str]
+    snapshots_compared: int
+
+
+class HandWrittenGated(TypedDict):
+    tests: int
+    not_passed: list[str]
+
+
+class HandWrittenSection(TypedDict):
+    """The report's "hand-written search tests" (``report.hand_written``)."""
+
+    tests: dict[str, HandWrittenTest]
+    counts: dict[str, int]
+    gated: HandWrittenGated
+
+
 class Report(TypedDict):
     """``report.json`` (docs/report.md)."""
 
@@ -417,6 +447,8 @@ class Report(TypedDict):
     known_failures: KnownFailures
     limitations: list[str]
     gate: GateRecord | None
+    #: present when a hand-written search test ran
+    hand_written: NotRequired[HandWrittenSection]
 
 
 # ----------------------------------------------------------------------------- the baseline

@@ -13,6 +13,9 @@ options and markers: nothing heavy is imported. With it:
 4. controller, session finish: merge the records (serial or pytest-xdist,
    :mod:`~pytest_searcheval.plugin.transport`), report, gate, exit status
    (:mod:`~pytest_searcheval.plugin.finish`).
+
+Hand-written search tests use the ``searcheval`` and ``ranking_snapshot`` fixtures
+(:mod:`~pytest_searcheval.plugin.fixtures`); their outcomes are a section of the report.
 """
 
 from __future__ import annotations
@@ -24,10 +27,18 @@ from typing import Any
 
 import pytest
 
-from pytest_searcheval.plugin.items import SearchEvalFile, SearchEvalItem
-from pytest_searcheval.plugin.state import STATE_KEY, EvalState
-from pytest_searcheval.settings import ConfigError, SearchEvalConfig, add_options, build
-from pytest_searcheval.targets import SearchTarget
+# Before anything imports it: the helpers' plain asserts get pytest's explanations.
+pytest.register_assert_rewrite("pytest_searcheval.assertions.checks")
+
+from pytest_searcheval.plugin.fixtures import (  # noqa: E402
+    assertrepr_compare,
+    ranking_snapshot,
+    searcheval,
+)
+from pytest_searcheval.plugin.items import SearchEvalFile, SearchEvalItem  # noqa: E402
+from pytest_searcheval.plugin.state import STATE_KEY, EvalState  # noqa: E402
+from pytest_searcheval.settings import ConfigError, SearchEvalConfig, add_options, build  # noqa: E402
+from pytest_searcheval.targets import SearchTarget  # noqa: E402
 
 OUTCOME_KEY = pytest.StashKey[dict[str, Any]]()
 
@@ -38,15 +49,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     for name, doc in (
-        ("searcheval_query", "a generated golden-query test (pytest-searcheval)"),
+        (
+            "searcheval_query",
+            "a golden-query test: generated, or hand-written naming its query, e.g. "
+            "searcheval_query('q017') (pytest-searcheval)",
+        ),
         ("searcheval_invariant", "a generated maintenance-invariant test (pytest-searcheval)"),
         ("searcheval_latency", "a latency test gated on p95/p99 budgets (pytest-searcheval)"),
+        (
+            "searcheval_gated",
+            "a hand-written search test whose failure also fails the gate (pytest-searcheval)",
+        ),
     ):
         config.addinivalue_line("markers", f"{name}: {doc}")
     try:
         cfg = build(config)
     except ConfigError as exc:
-        # build() reads past the two switches only when one of them (flag or ini key) turns
+        # build() reads past the switches only when one of them (flag or ini key) turns
         # the evaluation on, so any error here is a value the user set for a run they asked
         # for: `search_eval = true` in the ini is held to the same checks as --search-eval.
         # --help and --version must still answer, whatever the ini says.
@@ -59,6 +78,9 @@ def pytest_configure(config: pytest.Config) -> None:
     _load_baseline(state)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(SessionHooks(state), "searcheval-session")
+    from pytest_searcheval.plugin.fixtures import register
+
+    register(config)
     if not hasattr(config, "workerinput"):
         from pytest_searcheval.plugin.phases import PhaseRecorder
 
@@ -117,6 +139,13 @@ def searcheval_target(request: pytest.FixtureRequest) -> Iterator[SearchTarget]:
         raise pytest.UsageError("searcheval_target needs --search-eval")
     with default_target(state) as target:
         yield target
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_assertrepr_compare(
+    config: pytest.Config, op: str, left: object, right: object
+) -> list[str] | None:
+    return assertrepr_compare(op, left, right)
 
 
 def _by_kind(items: list[pytest.Item]) -> dict[str, int]:
@@ -245,4 +274,4 @@ class SessionHooks:
             terminalreporter.write_line(line)
 
 
-__all__ = ["STATE_KEY", "SearchEvalItem", "searcheval_target"]
+__all__ = ["STATE_KEY", "SearchEvalItem", "ranking_snapshot", "searcheval", "searcheval_target"]

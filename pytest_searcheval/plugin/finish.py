@@ -25,7 +25,8 @@ from pytest_searcheval.baseline.gate import (
 from pytest_searcheval.evaluation import fill_measures
 from pytest_searcheval.files import write_atomic
 from pytest_searcheval.plugin.state import EvalState
-from pytest_searcheval.report import build, markdown, terminal_lines, to_json
+from pytest_searcheval.report import build, hand_written, markdown, terminal_lines, to_json
+from pytest_searcheval.types import HandWrittenSection
 
 
 @dataclass
@@ -55,8 +56,10 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
             state.apply_resolution(payload["resolved"])
     if state.resolved is None:
         state.resolve({}, {})
+    hand = _hand_written(session)
     if not state.rows and not state.invariants and not state.latency_tests:
-        return Outcome(lines=["searcheval: no generated test ran; no report written"])
+        nothing = "searcheval: no generated test ran; no report written"
+        return Outcome(lines=[*hand_written.lines(hand), nothing])
     expected = [q.id for q in state.selected_queries()]
     cfg = state.cfg
     fill_measures(state, state.rows)
@@ -72,6 +75,8 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
         latency_tests=state.latency_tests,
         workers=len(state.worker_payloads),
     )
+    if hand is not None:
+        report["hand_written"] = hand
     outcome = Outcome(report=report)
     written: list[Path] = []
     if cfg.update_baseline:
@@ -97,6 +102,9 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
         rules = evaluate(
             report, state.baseline, cfg, integrity=integrity, baseline_error=state.baseline_error
         )
+    gated_hand = hand_written.gate_detail(hand)
+    if gated_hand is not None:
+        rules.append(Rule("hand-written gated tests pass", *gated_hand))
     report["gate"] = {
         "passed": passed(rules),
         "rules": [r.as_dict() for r in rules],
@@ -141,6 +149,13 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
     if summary:
         outcome.lines.append(f"searcheval: appended the summary to {summary}")
     return outcome
+
+
+def _hand_written(session: pytest.Session) -> HandWrittenSection | None:
+    from pytest_searcheval.plugin.fixtures import RECORDER_KEY
+
+    recorder = session.config.stash.get(RECORDER_KEY, None)
+    return hand_written.section(recorder.outcomes) if recorder is not None else None
 
 
 def _show(path: Path, session: pytest.Session) -> str:

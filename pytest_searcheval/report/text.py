@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_searcheval.report import tradeoff
+from pytest_searcheval.report import hand_written, tradeoff
 from pytest_searcheval.report.model import CLASS_MEASURE
 
 
@@ -250,6 +250,9 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
     if known:
         lines.append("")
         lines += known
+    hand = hand_written.lines(report.get("hand_written"))
+    if hand:
+        lines += ["", *hand]
     gate = report.get("gate")
     if gate:
         lines.append("")
@@ -328,6 +331,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         for qid, d in failing[:50]:
             tag = " (known failure)" if d.get("ledger") == "known" else ""
             out.append(f"- `{qid}`{tag}: " + "; ".join(d["failures"]))
+    out += hand_written.markdown_lines(report.get("hand_written"))
     if report["limitations"]:
         out += ["", "Limitations:", ""] + [f"- {n}" for n in report["limitations"]]
     return "\n".join(out) + "\n"
