@@ -179,6 +179,17 @@ class SearchEvalConfig:
     )
     limit: int = setting(20, "results requested per query", check=_positive)
     timeout: float = setting(30.0, "seconds before a search counts as failed", check=_non_negative)
+    retries: int = setting(
+        2,
+        "HTTP targets: times a search is asked again after a connection error, a timeout, "
+        "status 429 or 5xx",
+        check=_non_negative,
+    )
+    retry_backoff: float = setting(
+        0.5,
+        "HTTP targets: seconds before the first retry, doubled before each next one",
+        check=_non_negative,
+    )
     baseline: Path = setting(Path("baselines/baseline.json"), "baseline file")
     report_dir: Path = setting(Path("searcheval-report"), "report directory")
     history: str = setting(

@@ -68,6 +68,13 @@ def format_failure(evaluation: Evaluation, row: Mapping[str, Any]) -> str:
         lines.append(f"other profiles ({first}): " + ", ".join(others))
     for p, reason in row["unavailable"].items():
         lines.append(f"unavailable: {p}: {reason}")
+    for p, error in (row.get("errors") or {}).items():
+        where = (
+            f" (GET {error['url']})"
+            if error.get("url") and error["url"] not in str(error.get("error"))
+            else ""
+        )
+        lines.append(f"search error: {p}: {error.get('error')}{where}")
     return "\n".join(lines)
 
 

@@ -177,6 +177,18 @@ def fill_measures(evaluation: Evaluation, rows: Mapping[str, dict[str, Any]]) ->
             }
 
 
+def search_error_reason(profile: str, error: Mapping[str, Any]) -> Reason:
+    """The reason a query test fails when its search on the gated profile failed."""
+    attempts = int(error.get("attempts") or 1)
+    return Reason(
+        "search-error",
+        f"search error on profile {profile!r} after {attempts} "
+        f"attempt{'s' if attempts != 1 else ''}: {error.get('error')}",
+        profile,
+        {"url": error.get("url"), "attempts": attempts},
+    )
+
+
 def evaluate_query(evaluation: Evaluation, target: SearchTarget, query: Query) -> dict[str, Any]:
     """Search every configured profile; return the row with ``reasons`` for the gated one.
 
@@ -210,11 +222,19 @@ def evaluate_query(evaluation: Evaluation, target: SearchTarget, query: Query) -
     for profile in cfg.profiles or ():
         response = evaluation.search(target, query, profile)
         if response is None:
-            row["unavailable"][profile] = evaluation.unavailable[profile]
+            error = evaluation.errors.get((query.id, profile))
+            if error is not None:
+                row.setdefault("errors", {})[profile] = dict(error)
+            else:
+                row["unavailable"][profile] = evaluation.unavailable[profile]
             continue
         row["profiles"][profile] = score_profile(evaluation, query, profile, response)
     gated = row["profiles"].get(cfg.gated)
     reasons: list[dict[str, Any]] = row["reasons"]
+    error = (row.get("errors") or {}).get(cfg.gated)
+    if error is not None:
+        reasons.append(search_error_reason(cfg.gated, error).as_dict())
+        return row
     if gated is None:
         why = row["unavailable"].get(cfg.gated, "no response")
         reasons.append(

@@ -20,7 +20,12 @@ from pytest_searcheval.evaluation.resolution import (
     resolve_relevance,
 )
 from pytest_searcheval.settings import SearchEvalConfig
-from pytest_searcheval.targets import SearchResponse, SearchTarget, TargetUnavailable
+from pytest_searcheval.targets import (
+    SearchFailed,
+    SearchResponse,
+    SearchTarget,
+    TargetUnavailable,
+)
 
 if TYPE_CHECKING:
     from pytest_searcheval.collection.model import Collection, Query
@@ -42,8 +47,12 @@ class Evaluation:
     _collection: Collection | None = None
     #: The profiles, gated profile and gate-over profile once the target is known.
     resolved: dict[str, Any] | None = None
-    #: profile -> reason; a profile that failed once is not asked again in this process.
+    #: profile -> reason: the profiles the target does not offer or says it cannot serve.
     unavailable: dict[str, str] = field(default_factory=dict)
+    #: (query id, profile) -> the search error of that query (``{error, url, attempts}``).
+    errors: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    #: Whether :meth:`prepare` asked the target once before the first search.
+    prepared: bool = False
     offered: Mapping[str, str | None] | None = None
     facts: dict[str, Any] | None = None
     cache: dict[tuple[str, str], SearchResponse] = field(default_factory=dict)
@@ -128,8 +137,24 @@ class Evaluation:
                 return reason
         return None
 
+    def prepare(self, target: SearchTarget) -> None:
+        """Before the first search: read the target's facts and profiles, and ask it once
+        whether it answers at all (its ``preflight()``, when it has one). Raises
+        :class:`~pytest_searcheval.targets.TargetUnreachable` when it does not, so a service
+        that is down is one error, not one per query."""
+        if self.prepared:
+            return
+        self.describe_target(target)
+        preflight = getattr(target, "preflight", None)
+        if callable(preflight):
+            preflight()
+        self.prepared = True
+
     def search(self, target: SearchTarget, query: Query, profile: str) -> SearchResponse | None:
-        """The target's answer (cached per process), or ``None`` with the profile unavailable."""
+        """The target's answer (cached per process), or ``None``: with the profile in
+        :attr:`unavailable` when the target does not serve it, or with this query's error in
+        :attr:`errors` when the search failed (an exception, or an answer later than the
+        timeout). A failed search is this query's error only: the next query asks again."""
         key = (query.id, profile)
         if key in self.cache:
             return self.cache[key]
@@ -138,6 +163,7 @@ class Evaluation:
         if reason is not None:
             self.unavailable[profile] = reason
             return None
+        self.errors.pop(key, None)
         start = time.perf_counter()
         by_id = getattr(target, "search_query", None)
         response: SearchResponse  # search_query answers as search does (RunTarget's)
@@ -148,17 +174,26 @@ class Evaluation:
                 response = target.search(
                     query.text, profile=profile, limit=self.cfg.limit, filters=None, extract=True
                 )
+        except SearchFailed as exc:
+            self.errors[key] = {"error": str(exc), "url": exc.url, "attempts": exc.attempts}
+            return None
         except TargetUnavailable as exc:
+            # The target's own word that it cannot serve the profile (a CallableTarget's way).
             self.unavailable[profile] = str(exc) or "target unavailable"
             return None
         except Exception as exc:
-            self.unavailable[profile] = f"{type(exc).__name__}: {exc}"
+            self.errors[key] = {"error": f"{type(exc).__name__}: {exc}", "url": None, "attempts": 1}
             return None
         elapsed = (time.perf_counter() - start) * 1000.0
-        if elapsed > self.cfg.timeout * 1000.0:
-            self.unavailable[profile] = (
-                f"query {query.id} took {elapsed / 1000:.1f} s > timeout {self.cfg.timeout:g} s"
-            )
+        # A target that retried reports its answer's own time: the failed attempts and the
+        # waits between them are no part of it.
+        answered = response.latency_ms if response.latency_ms is not None else elapsed
+        if answered > self.cfg.timeout * 1000.0:
+            self.errors[key] = {
+                "error": f"took {answered / 1000:.1f} s > timeout {self.cfg.timeout:g} s",
+                "url": None,
+                "attempts": 1,
+            }
             return None
         self.cache[key] = response
         self.latency_ms[key] = elapsed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import pytest
 
@@ -40,6 +40,11 @@ class KnownFailure(SearchEvalFailure):
     """A failure whose reasons the baseline's known-failure ledger records: the test's
     ``xfail(raises=KnownFailure, strict=False)`` marker turns it into an xfail; any other
     exception still fails the test."""
+
+
+class SearchError(SearchEvalFailure):
+    """The target's search failed for this test's query (after every attempt): the message
+    names the error, the URL and the attempts. Never judged by the known-failure ledger."""
 
 
 _KIND_MARKS: dict[str, pytest.MarkDecorator] = {}
@@ -85,6 +90,24 @@ class SearchEvalItem(pytest.Function):
         for m in marks:
             item.add_marker(m)
         return item
+
+    def setup(self) -> None:
+        super().setup()
+        target = self.funcargs.get("searcheval_target")
+        if target is None:
+            return
+        from pytest_searcheval.targets import SearchTarget, TargetUnreachable
+
+        try:
+            self.state.prepare(cast(SearchTarget, target))
+        except TargetUnreachable as exc:
+            # One clear stop before the first test, not one failure per query.
+            pytest.exit(
+                f"searcheval: the target does not answer: {exc}. No generated test ran; "
+                "check --search-eval-url (or the searcheval_target fixture) and that the "
+                "service is up",
+                returncode=pytest.ExitCode.TESTS_FAILED,
+            )
 
     @property
     def state(self) -> EvalState:

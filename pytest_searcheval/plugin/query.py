@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import cast
 
 from pytest_searcheval.evaluation import evaluate_query, format_failure
-from pytest_searcheval.plugin.items import SearchEvalItem
+from pytest_searcheval.plugin.items import SearchError, SearchEvalItem
 from pytest_searcheval.reasons import Reason
 from pytest_searcheval.targets import SearchTarget
 
@@ -40,6 +40,12 @@ class QueryItem(SearchEvalItem):
         state = self.state
         target = cast(SearchTarget, self.funcargs["searcheval_target"])
         row = evaluate_query(state, target, self.payload)
+        if state.cfg.gated in (row.get("errors") or {}):
+            # The search failed: an error of this query, not a quality verdict the known-
+            # failure ledger could excuse.
+            row["ledger"] = None
+            state.record("query", row)
+            raise SearchError(format_failure(state, row))
         reasons = [Reason.from_dict(r) for r in row["reasons"]]
         verdict = self.verdict(reasons) if reasons else None
         row["ledger"] = self.ledger_status(bool(reasons), verdict)

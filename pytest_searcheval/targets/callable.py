@@ -32,8 +32,8 @@ class CallableTarget:
     ``fn(query, *, profile, limit, filters, extract)`` returns a :class:`SearchResponse`, a JSON
     body like the reference engine's, a sequence of doc ids (best first), or of ``(id, score)``
     pairs. ``profiles``: names it serves (``None``: every configured profile is tried). Raise
-    :class:`TargetUnavailable` for a profile it cannot serve; any other exception is turned into
-    unavailability with the exception as the reason.
+    :class:`TargetUnavailable` for a profile it cannot serve; any other exception is the error
+    of that one query (the evaluation records it and asks the next query as usual).
     """
 
     def __init__(

@@ -101,7 +101,9 @@ def default_target(state: Evaluation) -> Iterator[SearchTarget]:
 
         if not cfg.url:
             pytest.exit("--search-eval-target=http needs --search-eval-url=URL", returncode=4)
-        target = HttpTarget(cfg.url, timeout=cfg.timeout)
+        target = HttpTarget(
+            cfg.url, timeout=cfg.timeout, retries=cfg.retries, backoff=cfg.retry_backoff
+        )
         try:
             yield target
         finally:

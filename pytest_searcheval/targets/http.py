@@ -7,10 +7,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_searcheval.targets.protocol import (
+    SearchFailed,
     SearchResponse,
-    TargetUnavailable,
+    TargetUnreachable,
     response_from_json,
 )
+
+#: Statuses worth asking again: the server is overloaded or restarting, not refusing the query.
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
 def _decode_json(content: bytes, *, fast: bool = False) -> Any:
@@ -56,9 +60,14 @@ class HttpTarget:
     ``max_price_usd`` as extras), ``profile`` and ``extract``; ``/healthz`` describes it), or a
     template containing ``{query}`` (and optionally ``{profile}``, ``{limit}``), e.g.
     ``http://host/search?q={query}&mode={profile}``; filters are then appended as query
-    parameters under their vocabulary names. Any transport error, timeout, non-JSON body or
-    status >= 400 raises :class:`TargetUnavailable` with the reason, so the profile is reported
-    unavailable.
+    parameters under their vocabulary names.
+
+    A transient failure (a connection error, a timeout, status 429 or 5xx) is retried
+    ``retries`` times, waiting ``backoff`` seconds before the first retry and twice as long
+    before each next one. What still fails raises :class:`SearchFailed` with the URL and the
+    number of attempts (:class:`TargetUnreachable` when no attempt got an answer at all), as
+    does a non-JSON body or another status >= 400: the query's error, not the profile's.
+    :meth:`preflight` asks once whether the service answers at all.
     """
 
     #: decode bodies with orjson (:func:`_decode_json`): only for the reference engine's service
@@ -70,12 +79,18 @@ class HttpTarget:
         token: str | None = None,
         timeout: float = 30.0,
         search_path: str = "/discovery/search",
+        retries: int = 2,
+        backoff: float = 0.5,
     ) -> None:
         import httpx
 
+        if retries < 0 or backoff < 0:
+            raise ValueError(f"retries and backoff must be >= 0, got {retries!r}, {backoff!r}")
         self.base_url = base_url.rstrip("/") if "{query}" not in base_url else base_url
         self.token = token
         self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
         self.search_path = search_path
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         # One pooled client: keep-alive matters for latency measurements.
@@ -87,6 +102,47 @@ class HttpTarget:
 
     def close(self) -> None:
         self._client.close()
+
+    def _get(self, url: str, params: Mapping[str, str] | None = None) -> Any:
+        """``GET url``, retrying transient failures: the last attempt's response, the number
+        of attempts, and the milliseconds the last one took."""
+        import time
+
+        import httpx
+
+        attempts = self.retries + 1
+        for attempt in range(1, attempts + 1):
+            start = time.perf_counter()
+            timed_out = False
+            try:
+                resp = self._client.get(url, params=params or None)
+            except httpx.TimeoutException:
+                failure, timed_out = f"timed out after {self.timeout:g} s", True
+            except httpx.HTTPError as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+            else:
+                if resp.status_code not in TRANSIENT_STATUS or attempt == attempts:
+                    return resp, attempt, (time.perf_counter() - start) * 1000.0
+                failure = ""
+            if attempt == attempts:
+                shown = _shown_url(url, params)
+                where = (
+                    f": GET {shown} ({_tries(attempts)})"
+                    if timed_out
+                    else f" (GET {shown}, {_tries(attempts)})"
+                )
+                raise TargetUnreachable(failure + where, url=shown, attempts=attempts)
+            time.sleep(self.backoff * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def preflight(self) -> None:
+        """Raise :class:`TargetUnreachable` when the service does not answer at all: one
+        request to its origin, retried as a search is. Any HTTP answer, an error status
+        included, shows that it answers."""
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.base_url)
+        self._get(f"{parts.scheme}://{parts.netloc}/")
 
     def _health(self) -> Mapping[str, Any]:
         if self.is_template:
@@ -140,10 +196,7 @@ class HttpTarget:
         filters: Mapping[str, Any] | None = None,
         extract: bool = True,
     ) -> SearchResponse:
-        import time
         from urllib.parse import quote
-
-        import httpx
 
         params: dict[str, str] = {k: str(v) for k, v in (filters or {}).items() if v is not None}
         if not self.is_template:
@@ -168,24 +221,35 @@ class HttpTarget:
 
             url += ("&" if "?" in url else "?") + urlencode(params)
             params = {}
-        start = time.perf_counter()
-        try:
-            resp = self._client.get(url, params=params or None)
-        except httpx.TimeoutException:
-            raise TargetUnavailable(f"timed out after {self.timeout:g} s: GET {url}") from None
-        except httpx.HTTPError as exc:
-            raise TargetUnavailable(f"{type(exc).__name__}: {exc} (GET {url})") from None
-        elapsed = (time.perf_counter() - start) * 1000.0
+        # The answer's own time: failed attempts and the waits between them are no part of it.
+        resp, attempts, elapsed = self._get(url, params)
+        shown = str(resp.request.url)
         if resp.status_code >= 400:
-            raise TargetUnavailable(
-                f"HTTP {resp.status_code} from GET {resp.request.url}: {resp.text[:300]}"
+            raise SearchFailed(
+                f"HTTP {resp.status_code} from GET {shown} ({_tries(attempts)}): {resp.text[:300]}",
+                url=shown,
+                attempts=attempts,
             )
         try:
             body = _decode_json(resp.content, fast=self.fast_json)
         except ValueError:
-            raise TargetUnavailable(f"non-JSON body from GET {resp.request.url}") from None
+            raise SearchFailed(
+                f"non-JSON body from GET {shown}", url=shown, attempts=attempts
+            ) from None
         if isinstance(body, list):
             body = {"results": body}
         if not isinstance(body, Mapping):
-            raise TargetUnavailable(f"unexpected JSON from GET {resp.request.url}")
+            raise SearchFailed(f"unexpected JSON from GET {shown}", url=shown, attempts=attempts)
         return response_from_json(body, latency_ms=elapsed)
+
+
+def _tries(attempts: int) -> str:
+    return "1 attempt" if attempts == 1 else f"{attempts} attempts"
+
+
+def _shown_url(url: str, params: Mapping[str, str] | None) -> str:
+    if not params:
+        return url
+    from urllib.parse import urlencode
+
+    return url + ("&" if "?" in url else "?") + urlencode(params)

@@ -20,6 +20,22 @@ class TargetUnavailable(Exception):
     """The target cannot serve a profile (error, timeout, not configured). Never a zero score."""
 
 
+class SearchFailed(TargetUnavailable):
+    """One search failed after every attempt (a transport error, a timeout, an HTTP error
+    status, a body that is no search answer): the error of that query, never of its profile.
+
+    ``url`` is the request that failed last, ``attempts`` how many were sent."""
+
+    def __init__(self, message: str, *, url: str | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.url = url
+        self.attempts = attempts
+
+
+class TargetUnreachable(SearchFailed):
+    """The target did not answer at all: no connection, or a timeout on every attempt."""
+
+
 class FilterUnsupported(TargetUnavailable):
     """The target cannot be asked for a filter at all (its protocol has no such parameter):
     a check that needs the filter cannot run on it, which says nothing about its quality."""

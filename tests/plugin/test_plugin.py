@@ -121,7 +121,9 @@ def test_unavailable_profile_is_reported_never_zero(
     assert all("semantic" not in q["profiles"] for q in report["queries"].values())
 
 
-def test_gated_profile_unavailable_fails(pytester: pytest.Pytester) -> None:
+def test_a_search_that_raises_is_each_querys_error_not_the_profiles(
+    pytester: pytest.Pytester,
+) -> None:
     make_project(pytester, ini="search_eval_gated_profile = semantic\n")
     pytester.makeconftest(
         "import pytest\n"
@@ -136,10 +138,45 @@ def test_gated_profile_unavailable_fails(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(failed=4)
     result.stdout.fnmatch_lines(
         [
-            "*gated profile 'semantic' unavailable: ConnectionError: connection refused",
-            "*[[]failed[]] gated profile available: semantic: ConnectionError*",
+            "*search error on profile 'semantic' after 1 attempt: "
+            "ConnectionError: connection refused",
+            "*[[]failed[]] no search errors: errored queries: hybrid 4 (q1, q2, q3, q4); "
+            "lexical 4 (*); semantic 4 (q1, q2, q3, q4) (tolerance 0 per profile)",
         ]
     )
+    report = read_report(pytester)
+    assert report["unavailable"] == {}
+    refused = {"error": "ConnectionError: connection refused", "url": None, "attempts": 1}
+    assert report["queries"]["q2"]["errors"] == dict.fromkeys(
+        ("lexical", "semantic", "hybrid"), refused
+    )
+
+
+def test_a_service_that_does_not_answer_stops_the_run_with_one_error(
+    pytester: pytest.Pytester,
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on once it is closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    make_project(pytester)
+    pytester.makeconftest("")
+    result = pytester.runpytest(
+        "--search-eval",
+        f"--search-eval-url=http://127.0.0.1:{port}",
+        "--search-eval-retries=1",
+        "--search-eval-retry-backoff=0",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    out = result.stdout.str()
+    assert out.count("the target does not answer") == 1, out
+    result.stdout.fnmatch_lines(
+        [f"*searcheval: the target does not answer: *(GET http://127.0.0.1:{port}/, 2 attempts)*"]
+    )
+    assert "failed" not in result.parseoutcomes()
 
 
 def test_selection_by_k_and_node_id(pytester: pytest.Pytester) -> None:

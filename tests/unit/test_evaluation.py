@@ -109,3 +109,53 @@ def test_a_profile_the_target_does_not_offer_is_unavailable() -> None:
     row = evaluate_query(ev, _target(), ev.collection.queries["2"])
     assert row["unavailable"] == {"dense": "the target does not offer profile 'dense'"}
     assert list(row["profiles"]) == ["bm25"]
+
+
+def test_a_failed_search_is_that_querys_error_and_the_next_query_is_asked() -> None:
+    def search(query: str, **_: Any) -> list[str]:
+        if query == "weather forecast":
+            raise RuntimeError("503 from the upstream")
+        return RANKINGS[query]
+
+    ev = _evaluation()
+    target = CallableTarget(search, profiles=("bm25",))
+    failed = evaluate_query(ev, target, ev.collection.queries["1"])
+    answered = evaluate_query(ev, target, ev.collection.queries["2"])
+    assert failed["errors"] == {
+        "bm25": {"error": "RuntimeError: 503 from the upstream", "url": None, "attempts": 1}
+    }
+    assert [r["code"] for r in failed["reasons"]] == ["search-error"]
+    assert failed["unavailable"] == {} and ev.unavailable == {}
+    assert answered["profiles"]["bm25"]["ids"] == ["d2", "d9", "d4"]
+    assert "errors" not in answered and answered["reasons"] == []
+    assert "search error on profile 'bm25' after 1 attempt: RuntimeError" in format_failure(
+        ev, failed
+    )
+
+
+def test_an_answer_later_than_the_timeout_is_that_querys_error() -> None:
+    from pytest_searcheval.targets import Hit, SearchResponse
+
+    def search(query: str, **_: Any) -> SearchResponse:
+        late = 5000.0 if query == "stock prices" else 1.0
+        return SearchResponse(hits=(Hit("d2", 1.0),), latency_ms=late)
+
+    ev = _evaluation(timeout=2.0)
+    target = CallableTarget(search, profiles=("bm25",))
+    late = evaluate_query(ev, target, ev.collection.queries["2"])
+    assert late["errors"]["bm25"]["error"] == "took 5.0 s > timeout 2 s"
+    assert "errors" not in evaluate_query(ev, target, ev.collection.queries["1"])
+
+
+def test_prepare_stops_at_a_target_that_does_not_answer() -> None:
+    from pytest_searcheval.targets import TargetUnreachable
+
+    class Down(CallableTarget):
+        def preflight(self) -> None:
+            raise TargetUnreachable("ConnectError: refused", url="http://x/", attempts=3)
+
+    ev = _evaluation()
+    with pytest.raises(TargetUnreachable, match="refused"):
+        ev.prepare(Down(lambda q, **kw: []))
+    ev.prepare(_target())  # one that answers
+    assert ev.prepared
