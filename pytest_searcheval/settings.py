@@ -177,7 +177,12 @@ class SearchEvalConfig:
     query_measure: str = setting(
         "nDCG@10", "measure of the per-query check", check=lambda v: _measures((v,))
     )
-    limit: int = setting(20, "results requested per query", check=_positive)
+    limit: int = setting(
+        20,
+        "results requested per query (unset: 20, or the deepest cut-off of the measures when "
+        "deeper; set below a cut-off: a usage error)",
+        check=_positive,
+    )
     timeout: float = setting(30.0, "seconds before a search counts as failed", check=_non_negative)
     retries: int = setting(
         2,
@@ -465,9 +470,37 @@ def build(config: pytest.Config) -> SearchEvalConfig:
         raise ConfigError(
             f"{sources['gated_profile']}: {gated!r} is not among the profiles {list(profiles)}"
         )
+    _follow_depth(values, sources)
     inv_values, inv_sources = resolve(config, _invariant_declared())
     values["extra"] = {"invariants": _invariant_settings(inv_values, inv_sources, root)}
     return SearchEvalConfig(**values)
+
+
+def _follow_depth(values: dict[str, Any], sources: Mapping[str, str]) -> None:
+    """A measure is never cut below its own cut-off: without a limit set, the limit is the
+    deepest cut-off the measures need when that exceeds the default; a limit set below one is a
+    usage error naming both."""
+    from pytest_searcheval.metrics import parse_measure
+
+    fields = {f.name: f for f in dataclasses.fields(SearchEvalConfig)}
+    measures = values.get("measures", fields["measures"].default)
+    query_measure = values.get("query_measure", fields["query_measure"].default)
+    cuts = {str(m): parse_measure(m).k or 0 for m in (*measures, query_measure)}
+    deepest = max(cuts.values(), default=0)
+    limit = values.get("limit")
+    if limit is None:
+        if deepest > fields["limit"].default:
+            values["limit"] = deepest
+        return
+    deeper = [m for m, k in cuts.items() if k > limit]
+    if deeper:
+        named = sources.get("measures") if any(m in measures for m in deeper) else None
+        named = named or sources.get("query_measure") or "the default measures"
+        raise ConfigError(
+            f"{sources['limit']}={limit} is below the cut-off of {', '.join(deeper)} "
+            f"({named}): those measures would be computed on {limit} results. Set the limit "
+            f"to at least {deepest}, or leave it unset (it then follows the deepest cut-off)"
+        )
 
 
 def _check_collection(values: dict[str, Any], sources: Mapping[str, str], root: Path) -> None:

@@ -221,8 +221,7 @@ class SessionHooks:
             return []
         count, families, reason = self.state.left_out
         return [
-            f"searcheval: {count} invariant case(s) not collected ({', '.join(families)}): "
-            f"{reason}"
+            f"searcheval: {count} invariant case(s) not collected ({', '.join(families)}): {reason}"
         ]
 
     @pytest.hookimpl(tryfirst=True)

@@ -503,3 +503,47 @@ def test_last_failed_reruns_only_the_failed_query(
     # A rerun of one test is partial: it writes beside the full report.
     assert (pytester.path / "searcheval-report" / "report.json").is_file()
     assert (pytester.path / "searcheval-report" / "report-partial.json").is_file()
+
+
+def test_the_default_limit_follows_the_deepest_cut_off(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    pytester.makeconftest(
+        "import pytest\n"
+        "from pytest_searcheval.targets import CallableTarget\n"
+        "ASKED = []\n"
+        "def ranked(query, *, limit, **kw):\n"
+        "    ASKED.append(limit)\n"
+        "    return ['d1', 'd2', 'd3', 'd4', 'd5'][:limit]\n"
+        "@pytest.fixture(scope='session')\n"
+        "def searcheval_target():\n"
+        "    yield CallableTarget(ranked, profiles=['hybrid'])\n"
+        "    assert set(ASKED) == {100}, ASKED\n"
+    )
+    result = pytester.runpytest(
+        "--search-eval",
+        "--search-eval-measures=nDCG@10,R@100,P@50",
+        "--search-eval-profiles=hybrid",
+        "--search-eval-gate-over=",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert "ERROR at teardown" not in result.stdout.str()
+    assert set(read_report(pytester)["profiles"]["hybrid"]["measures"]) == {
+        "nDCG@10",
+        "R@100",
+        "P@50",
+    }
+
+
+def test_a_limit_below_a_cut_off_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    make_project(pytester)
+    result = pytester.runpytest(
+        "--search-eval", "--search-eval-measures=nDCG@10,R@100", "--search-eval-limit=20"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--search-eval-limit=20 is below the cut-off of R@100 (--search-eval-measures)*"
+            "Set the limit to at least 100*"
+        ]
+    )
