@@ -226,6 +226,10 @@ class Measures(Mapping[str, float]):
     def __getitem__(self, name: str) -> float:
         if name in self.measured:
             return self.measured[name]
+        # The run names a measure cut at its limit so (RR@20 for RR): RR finds it.
+        depth = self.conventions.get("depth")
+        if "@" not in name and depth is not None and f"{name}@{depth}" in self.names:
+            return self[f"{name}@{depth}"]
         if name in self.names:
             raise MeasureUndefined(f"{name} of query {self.qid}: {self.undefined or 'undefined'}")
         raise MeasureUndefined(

@@ -215,6 +215,7 @@ class Searcheval:
                 "relevance_level": level,
                 "gain": cfg.gain,
                 "trec_compat": cfg.trec_compat,
+                "depth": cfg.limit,
             },
             undefined=undefined,
             baseline=base,

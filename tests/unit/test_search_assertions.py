@@ -68,6 +68,14 @@ def test_measures_say_why_a_measure_has_no_value() -> None:
     assert "measures: none (no relevant)" in m.explain()
 
 
+def test_a_measure_cut_at_the_run_limit_answers_to_its_plain_name() -> None:
+    r = _result(["a"], qid="q1")
+    m = Measures({"RR@20": 0.5, "nDCG@10": 1.0}, "q1", r, ("RR@20", "nDCG@10"), {"depth": 20})
+    assert m["RR"] == m["RR@20"] == 0.5
+    with pytest.raises(MeasureUndefined, match="not a measure of this run"):
+        m["nDCG"]  # nDCG over the whole ranking is another measure than nDCG@10
+
+
 def test_snapshot_text_is_deterministic_and_reads_back(tmp_path: Path) -> None:
     entries = {
         "z query": Entry(("d2", "d1"), "z query", "hybrid", 20),
