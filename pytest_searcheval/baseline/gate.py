@@ -339,6 +339,20 @@ def rule_latency(ctx: GateContext) -> list[Rule]:
     return [_latency_rule(ctx.report, ctx.cfg)]
 
 
+def rule_hand_written(ctx: GateContext) -> list[Rule]:
+    """Hand-written search tests marked ``searcheval_gated`` passed (no rule without one)."""
+    gated = (ctx.report.get("hand_written") or {}).get("gated") or {}
+    if not gated.get("tests"):
+        return []
+    name = "hand-written gated tests pass"
+    bad = gated["not_passed"]
+    if bad:
+        return [
+            Rule(name, "failed", f"{len(bad)} of {gated['tests']} did not pass: " + ", ".join(bad))
+        ]
+    return [Rule(name, "passed", f"{gated['tests']} passed")]
+
+
 def rule_integrity(ctx: GateContext) -> list[Rule]:
     """The baseline equals its tagged copy; ``unverified`` fails only with strict_baseline."""
     integrity = ctx.integrity
@@ -361,6 +375,7 @@ RULES: tuple[GateRule, ...] = (
     rule_invariants,
     rule_dataset_and_model,
     rule_latency,
+    rule_hand_written,
     rule_integrity,
 )
 

@@ -1,7 +1,7 @@
 """The report's section of hand-written search tests (those using the ``searcheval`` or
 ``ranking_snapshot`` fixture): their outcomes, the golden queries they touched, the ranking
 snapshots they recorded. They are ordinary pytest tests; the gate counts them only when they
-are marked ``searcheval_gated``.
+are marked ``searcheval_gated`` (``baseline.gate.rule_hand_written``).
 
 The section is ``report["hand_written"]``::
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from pytest_searcheval.types import HandWrittenSection, HandWrittenTest, RuleStatus
+from pytest_searcheval.types import HandWrittenSection, HandWrittenTest
 
 TITLE = "hand-written search tests"
 #: Outcomes that fail a gated test (an xfail or a skip is what the user asked for).
@@ -39,18 +39,6 @@ def section(outcomes: Mapping[str, Mapping[str, Any]]) -> HandWrittenSection | N
             "not_passed": [n for n in gated if tests[n]["outcome"] in NOT_PASSED],
         },
     }
-
-
-def gate_detail(data: HandWrittenSection | None) -> tuple[RuleStatus, str] | None:
-    """(status, detail) of the gate's rule on gated hand-written tests; ``None`` when no test
-    is marked gated."""
-    if not data or not data["gated"]["tests"]:
-        return None
-    gated = data["gated"]
-    bad = gated["not_passed"]
-    if bad:
-        return "failed", f"{len(bad)} of {gated['tests']} did not pass: " + ", ".join(bad)
-    return "passed", f"{gated['tests']} passed"
 
 
 def _counts(data: HandWrittenSection) -> str:

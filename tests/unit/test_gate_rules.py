@@ -212,6 +212,20 @@ def test_rule_latency() -> None:
     assert rule.status == "failed" and "hybrid p95 80.00 ms (budget 50)" in rule.detail
 
 
+def test_rule_hand_written_judges_only_gated_tests() -> None:
+    assert gate.rule_hand_written(_ctx()) == []
+    report = _report()
+    report["hand_written"] = {"tests": {}, "counts": {}, "gated": {"tests": 0, "not_passed": []}}
+    assert gate.rule_hand_written(_ctx(report)) == []
+    report["hand_written"]["gated"] = {"tests": 2, "not_passed": []}
+    assert _one(gate.rule_hand_written(_ctx(report))) == Rule(
+        "hand-written gated tests pass", "passed", "2 passed"
+    )
+    report["hand_written"]["gated"] = {"tests": 2, "not_passed": ["t.py::test_a"]}
+    rule = _one(gate.rule_hand_written(_ctx(report)))
+    assert rule.status == "failed" and rule.detail == "1 of 2 did not pass: t.py::test_a"
+
+
 def test_rule_integrity() -> None:
     unverified = Rule("baseline matches its git tag", "unverified", "no tag")
     assert _one(gate.rule_integrity(_ctx(integrity=unverified))) == unverified
