@@ -15,8 +15,11 @@ import math
 import re
 from collections.abc import Collection as Collection_
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+import numpy as np
 
 from pytest_searcheval.collection.io import (
     DEFAULT_MAX_FILE_BYTES,
@@ -30,12 +33,14 @@ from pytest_searcheval.collection.io import (
 from pytest_searcheval.collection.model import Document
 
 __all__ = [
+    "RankedRun",
     "read_beir_corpus",
     "read_beir_qrels",
     "read_beir_queries",
     "read_trec_corpus",
     "read_trec_qrels",
     "read_trec_run",
+    "read_trec_run_ranked",
     "read_trec_topics",
     "write_trec_qrels",
     "write_trec_run",
@@ -429,6 +434,171 @@ def read_trec_run(
             continue
         docs[did] = value
     return run
+
+
+@dataclass(frozen=True)
+class RankedRun:
+    """A run file in trec_eval's order, as arrays: query ``q`` ranks ``docs[start:stop]`` for
+    ``(start, stop) = spans[q]``, score descending, ties by docid descending. Doc ids are the
+    file's UTF-8 bytes (one fixed-width array, not a string object per line)."""
+
+    spans: dict[str, tuple[int, int]]
+    docs: np.ndarray[Any, np.dtype[np.bytes_]]
+    scores: np.ndarray[Any, np.dtype[np.float64]]
+    ascii: bool = True
+
+    def ids(self, qid: str) -> list[str]:
+        start, stop = self.spans.get(qid, (0, 0))
+        chunk = self.docs[start:stop]
+        if self.ascii:
+            return chunk.astype(np.str_).tolist()  # type: ignore[no-any-return]
+        return [d.decode("utf-8") for d in chunk.tolist()]
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+
+#: Bytes read at a time by the fast path (whole lines): bounds the tokens alive at once.
+_CHUNK = 8 * 1024 * 1024
+
+
+def read_trec_run_ranked(
+    path: Path,
+    name: str,
+    problems: Problems,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    known_queries: Collection_[str] | None = None,
+) -> RankedRun:
+    """A run file ranked as trec_eval ranks it, read in one pass into arrays.
+
+    Well-formed ASCII files take a vectorised path (every line checked for six fields, an
+    integer rank, a finite score; each query's documents distinct). Any file that path does not
+    accept exactly is read again by :func:`read_trec_run`, which reports each problem with its
+    line and field, so both paths refuse the same files with the same messages."""
+    fast = _ranked_fast(path, max_line_bytes)
+    if fast is not None and (known_queries is None or all(q in known_queries for q in fast.spans)):
+        return fast
+    run = read_trec_run(
+        path, name, problems, max_line_bytes=max_line_bytes, known_queries=known_queries
+    )
+    return _ranked_from_mapping(run)
+
+
+def _ranked_fast(path: Path, max_line_bytes: int) -> RankedRun | None:
+    """The vectorised reader; ``None`` for anything it does not accept exactly."""
+    try:
+        fh, _ = open_regular(path, DEFAULT_MAX_FILE_BYTES)
+    except (InputRefused, OSError):
+        return None
+    qids: list[np.ndarray[Any, Any]] = []
+    docs: list[np.ndarray[Any, Any]] = []
+    scores: list[np.ndarray[Any, Any]] = []
+    with fh:
+        rest = b""
+        while True:
+            try:
+                block = fh.read(_CHUNK)
+            except OSError:
+                return None
+            data = rest + block
+            if block:
+                cut = data.rfind(b"\n") + 1
+                data, rest = data[:cut], data[cut:]
+                if not data:
+                    if len(rest) > max_line_bytes:
+                        return None
+                    continue
+            elif not data:
+                break
+            else:
+                rest = b""
+            columns = _columns(data, max_line_bytes)
+            if columns is None:
+                return None
+            qids.append(columns[0])
+            docs.append(columns[1])
+            scores.append(columns[2])
+            if not block:
+                break
+    if not qids:
+        return RankedRun({}, np.array([], dtype="S1"), np.array([], dtype=np.float64))
+    return _rank(np.concatenate(qids), np.concatenate(docs), np.concatenate(scores), True)
+
+
+def _columns(
+    data: bytes, max_line_bytes: int
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
+    """(qids, docids, scores) of whole lines of ASCII text, or ``None``."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    newline = raw == 10
+    space = (raw == 32) | (raw == 9) | (raw == 13) | newline
+    # Other control bytes (split() counts some as whitespace) and non-ASCII: the exact reader.
+    if bool(((raw < 32) & ~space).any()) or bool((raw >= 128).any()):
+        return None
+    ends = np.flatnonzero(newline)
+    if len(data) and data[-1:] != b"\n":
+        ends = np.append(ends, len(data) - 1)
+    if ends.size and int(np.diff(ends, prepend=-1).max()) > max_line_bytes + 1:
+        return None
+    starts = ~space
+    starts[1:] &= space[:-1]
+    per_line = np.diff(np.cumsum(starts, dtype=np.int64)[ends], prepend=0)
+    if not bool(((per_line == 6) | (per_line == 0)).all()):
+        return None
+    tokens = data.split()
+    try:
+        np.array(tokens[3::6]).astype(np.int64)
+        values = np.array(tokens[4::6]).astype(np.float64)
+    except (ValueError, OverflowError):
+        return None
+    if not bool(np.isfinite(values).all()):
+        return None
+    return np.array(tokens[0::6]), np.array(tokens[2::6]), values
+
+
+def _rank(
+    qids: np.ndarray[Any, Any],
+    docs: np.ndarray[Any, Any],
+    scores: np.ndarray[Any, Any],
+    ascii: bool,
+) -> RankedRun | None:
+    """Group the lines by query (a query split over several blocks is gathered), then rank by score
+    descending, ties by docid descending (bytes order: strcmp's, as in trec_eval); ``None`` when
+    a query lists a document twice."""
+    n = len(qids)
+    change = np.flatnonzero(qids[1:] != qids[:-1]) + 1 if n else np.array([], dtype=np.int64)
+    bounds = np.concatenate(([0], change, [n])).astype(np.int64)
+    if len(np.unique(qids[bounds[:-1]])) != len(bounds) - 1:
+        # A query in several blocks: gather its lines (stable, so the blocks keep their order).
+        order = np.argsort(qids, kind="stable")
+        qids, docs, scores = qids[order], docs[order], scores[order]
+        change = np.flatnonzero(qids[1:] != qids[:-1]) + 1
+        bounds = np.concatenate(([0], change, [n])).astype(np.int64)
+    spans: dict[str, tuple[int, int]] = {}
+    for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        group = docs[start:stop]
+        ordered = np.sort(group)
+        if stop - start > 1 and bool((ordered[1:] == ordered[:-1]).any()):
+            return None
+        # ascending by (score, docid), read backwards: score and docid both descending
+        rank = np.lexsort((group, scores[start:stop]))[::-1]
+        docs[start:stop] = group[rank]
+        scores[start:stop] = scores[start:stop][rank]
+        spans[qids[start].decode("utf-8")] = (start, stop)
+    return RankedRun(spans, docs, scores, ascii)
+
+
+def _ranked_from_mapping(run: Mapping[str, Mapping[str, float]]) -> RankedRun:
+    qids = [q.encode("utf-8") for q, docs in run.items() for _ in docs]
+    docs = [d.encode("utf-8") for ranked in run.values() for d in ranked]
+    values = [s for ranked in run.values() for s in ranked.values()]
+    if not docs:
+        return RankedRun({}, np.array([], dtype="S1"), np.array([], dtype=np.float64))
+    ascii = all(len(d) == len(d.decode("utf-8")) for d in docs)
+    ranked = _rank(np.array(qids), np.array(docs), np.array(values, dtype=np.float64), ascii)
+    assert ranked is not None  # read_trec_run keeps one score per (query, document)
+    return ranked
 
 
 def _natural(qid: str) -> tuple[int, int | str]:

@@ -2,18 +2,24 @@
 ``bm25``), so several runs compare side by side with the paired tests and any one can be the
 gated profile. Rankings follow trec_eval: score descending, ties by docid descending; the whole
 list counts (no cut at ``limit``). Invariants that need a live system skip with the reason.
+
+Each run is held as arrays (:class:`~pytest_searcheval.collection.trec.RankedRun`): a query's
+answer is built from its slice when asked, and its ``Hit`` objects only if something reads them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_searcheval.targets.protocol import Hit, SearchResponse, TargetUnavailable
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from pytest_searcheval.collection.model import Collection, Query
+    from pytest_searcheval.collection.trec import RankedRun
 
 
 def profile_name(path: Path) -> str:
@@ -31,10 +37,10 @@ class RunTarget:
 
     def __init__(self, paths: Sequence[str | Path], collection: Collection) -> None:
         from pytest_searcheval.collection.io import Problems
-        from pytest_searcheval.collection.trec import read_trec_run
+        from pytest_searcheval.collection.trec import read_trec_run_ranked
 
         problems = Problems()
-        self.runs: dict[str, dict[str, list[tuple[str, float]]]] = {}
+        self.runs: dict[str, RankedRun] = {}
         self.paths: dict[str, str] = {}
         for raw in paths:
             path = Path(raw)
@@ -45,11 +51,9 @@ class RunTarget:
             if not path.is_file():
                 problems.add(str(path), None, None, "no such run file")
                 continue
-            run = read_trec_run(path, str(path), problems, known_queries=collection.queries)
-            self.runs[name] = {
-                qid: sorted(docs.items(), key=lambda kv: (-kv[1], _Desc(kv[0])))
-                for qid, docs in run.items()
-            }
+            self.runs[name] = read_trec_run_ranked(
+                path, str(path), problems, known_queries=collection.queries
+            )
             self.paths[name] = str(path)
         problems.raise_if_any()
 
@@ -65,8 +69,9 @@ class RunTarget:
     def search_query(self, query: Query, *, profile: str, limit: int) -> SearchResponse:
         if profile not in self.runs:
             raise TargetUnavailable(f"no run file for profile {profile!r}")
-        ranked = self.runs[profile].get(query.id, [])
-        return SearchResponse(hits=tuple(Hit(d, s) for d, s in ranked), meta={"whole": True})
+        run = self.runs[profile]
+        start, stop = run.spans.get(query.id, (0, 0))
+        return RankedResponse(run.ids(query.id), run.scores[start:stop])
 
     def search(
         self,
@@ -83,8 +88,29 @@ class RunTarget:
         )
 
 
-class _Desc(str):
-    """Sorts descending: trec_eval breaks score ties by docid in decreasing order."""
+class RankedResponse(SearchResponse):
+    """A run file's answer to one query: its ids and scores, ``hits`` made on first use (a
+    ``Hit`` per result per query was a third of a 5,000-query evaluation of two runs)."""
 
-    def __lt__(self, other: str) -> bool:
-        return str.__gt__(self, other)
+    def __init__(self, ids: list[str], scores: np.ndarray[Any, Any]) -> None:
+        object.__setattr__(self, "_ids", ids)
+        object.__setattr__(self, "_scores", scores)
+        object.__setattr__(self, "applied_filters", {})
+        object.__setattr__(self, "extracted_filters", {})
+        object.__setattr__(self, "latency_ms", None)
+        object.__setattr__(self, "meta", {"whole": True})
+
+    @property  # type: ignore[override]
+    def hits(self) -> tuple[Hit, ...]:
+        made = self.__dict__.get("_hits")
+        if made is None:
+            made = tuple(map(Hit, self._ids, self._scores.tolist()))
+            object.__setattr__(self, "_hits", made)
+        return made  # type: ignore[no-any-return]
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self._ids)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)

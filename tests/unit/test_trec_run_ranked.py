@@ -1,0 +1,111 @@
+"""The run-file reader that ranks in arrays: trec_eval's order, the same strict errors as the
+line-by-line reader, and the same answers whichever of its two paths reads a file."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from pytest_searcheval.collection import trec
+from pytest_searcheval.collection.io import CollectionError, Problems
+from pytest_searcheval.collection.trec import read_trec_run, read_trec_run_ranked
+
+
+def _trec_order(docs: dict[str, float]) -> list[str]:
+    """trec_eval's ranking spelled out: score descending, then docid descending."""
+    return [d for d, _ in sorted(docs.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)]
+
+
+def _random_run(path: Path, seed: int, *, split_queries: bool = False) -> None:
+    rng = random.Random(seed)
+    lines = []
+    for q in range(30):
+        docs = rng.sample(range(5000), rng.randint(1, 60))
+        for k, d in enumerate(docs, start=1):
+            # one decimal: many ties in score, so the docid order decides
+            lines.append(f"{q} Q0 doc{d} {k} {rng.randint(0, 9) / 10} tag\n")
+    if split_queries:
+        rng.shuffle(lines)
+    path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("split_queries", [False, True])
+def test_ranks_as_trec_eval_with_ties_and_queries_in_several_blocks(
+    tmp_path: Path, split_queries: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "a.run"
+    _random_run(path, 7, split_queries=split_queries)
+    problems = Problems()
+    expected = read_trec_run(path, "a.run", problems)
+    with monkeypatch.context() as patch:  # a well-formed ASCII file never needs the exact path
+        patch.setattr(trec, "read_trec_run", None)
+        ranked = read_trec_run_ranked(path, "a.run", problems)
+    problems.raise_if_any()
+    assert set(ranked.spans) == set(expected)
+    for qid, docs in expected.items():
+        assert ranked.ids(qid) == _trec_order(docs)
+        start, stop = ranked.spans[qid]
+        assert ranked.scores[start:stop].tolist() == [docs[d] for d in _trec_order(docs)]
+    assert ranked.ids("no such query") == []
+
+
+def test_a_non_ascii_file_takes_the_exact_path_with_the_same_order(tmp_path: Path) -> None:
+    path = tmp_path / "u.run"
+    path.write_text("1 Q0 é 1 1.0 t\n1 Q0 z 2 1.0 t\n1 Q0 ä 3 2.0 t\n2 Q0 x 1 0.5 t\n", "utf-8")
+    ranked = read_trec_run_ranked(path, "u.run", Problems())
+    assert not ranked.ascii
+    # code-point order is UTF-8 byte order: é (U+00E9) > ä (U+00E4) > z
+    assert ranked.ids("1") == ["ä", "é", "z"]
+    assert ranked.ids("2") == ["x"]
+
+
+BAD = [
+    ("1 Q0 d1 1 1.0\n", "bad.run:1: expected 'qid Q0 docid rank score tag' (6 fields), got 5"),
+    ("1 Q0 d1 1 1.0 t\n1 Q0 d2 1 2.0 t extra\n", "bad.run:2: "),
+    ("1 Q0 d1 one 1.0 t\n", "bad.run:1 [rank]: expected an integer rank, got 'one'"),
+    ("1 Q0 d1 1 high t\n", "bad.run:1 [score]: expected a number"),
+    ("1 Q0 d1 1 nan t\n", "bad.run:1 [score]: expected a finite number"),
+    ("1 Q0 d1 1 1.0 t\n1 Q0 d1 2 0.5 t\n", "bad.run:2 [docid]: document 'd1' appears twice"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD)
+def test_a_bad_line_is_refused_with_file_line_and_field(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "bad.run"
+    path.write_text(text)
+    problems = Problems()
+    read_trec_run_ranked(path, "bad.run", problems)
+    with pytest.raises(CollectionError) as info:
+        problems.raise_if_any()
+    assert message in str(info.value)
+    assert "bad.run" in str(info.value)
+
+
+def test_an_unknown_query_is_refused_at_its_first_line(tmp_path: Path) -> None:
+    path = tmp_path / "a.run"
+    path.write_text("1 Q0 d1 1 1.0 t\n9 Q0 d1 1 1.0 t\n9 Q0 d2 2 0.5 t\n")
+    problems = Problems()
+    read_trec_run_ranked(path, "a.run", problems, known_queries={"1"})
+    with pytest.raises(CollectionError, match=r"a.run:2.*'9' is not a query"):
+        problems.raise_if_any()
+
+
+def test_lines_across_read_blocks_and_blank_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trec, "_CHUNK", 64)  # many blocks, lines cut at their ends
+    path = tmp_path / "a.run"
+    _random_run(path, 3)
+    path.write_text("\n" + path.read_text().replace("\n", "\n\n", 5).rstrip("\n"))
+    problems = Problems()
+    ranked = read_trec_run_ranked(path, "a.run", problems)
+    expected = read_trec_run(path, "a.run", problems)
+    problems.raise_if_any()
+    assert ranked.ascii
+    assert {q: ranked.ids(q) for q in expected} == {
+        q: _trec_order(docs) for q, docs in expected.items()
+    }
