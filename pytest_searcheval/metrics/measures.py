@@ -99,9 +99,8 @@ def judged(calc: Calc, k: int | None) -> Result:
 
 @measure("Rprec", "forbidden", relevance=True)
 def rprec(calc: Calc, k: int | None) -> Result:
-    """Rprec = sum_{i<=R} rel_i / R: precision at rank R (trec_eval ``Rprec``, printed as
-    R-prec). A ranking shorter than R counts its missing ranks as non-relevant. Undefined when
-    R = 0."""
+    """Rprec = sum_{i<=R} rel_i / R: precision at rank R, R-precision (trec_eval ``Rprec``).
+    A ranking shorter than R counts its missing ranks as non-relevant. Undefined when R = 0."""
     return calc.rprec(), _no_rel(calc)
 
 
