@@ -489,7 +489,7 @@ def _follow_depth(values: dict[str, Any], sources: Mapping[str, str]) -> None:
     deepest = max(cuts.values(), default=0)
     limit = values.get("limit")
     if limit is None:
-        if deepest > fields["limit"].default:
+        if deepest > int(fields["limit"].default):  # type: ignore[arg-type]
             values["limit"] = deepest
         return
     deeper = [m for m, k in cuts.items() if k > limit]

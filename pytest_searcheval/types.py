@@ -81,6 +81,9 @@ class ProfileResult(TypedDict):
     expectations: list[ReasonRecord]
     latency_ms: float | None
     confidence: Confidence | None
+    # trec-compat only: the ids put in trec_eval's order (score, then docid, descending), or
+    # kept in the service's order because it sent no scores
+    order: NotRequired[Literal["trec_eval", "service"]]
 
 
 #: The record a query test keeps (plugin side, shipped from xdist workers), one per query.
@@ -268,6 +271,8 @@ class MetricManifest(TypedDict):
     queries_without_relevant_documents: str
     aggregate: str
     evaluated_queries: NotRequired[str]
+    # trec-compat only: the order each profile's results were scored in
+    result_order: NotRequired[str]
 
 
 #: One query class of one profile; the interval is of ``report.model.CLASS_MEASURE``.
@@ -328,6 +333,7 @@ class QueryProfileEntry(TypedDict):
     expectations_unmet: list[str]
     latency_ms: float | None
     confidence: Confidence | None
+    order: NotRequired[Literal["trec_eval", "service"]]
 
 
 #: One query of the run (``report["queries"][qid]``).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_searcheval.evaluation.expectations import check_expectations
 from pytest_searcheval.jsonsafe import json_safe
@@ -36,8 +36,7 @@ def score_profile(
     coll = evaluation.collection
     cfg = evaluation.cfg
     domain = domain_of(coll)
-    # A duplicated id would count twice in every measure; keep the first occurrence.
-    ids = list(dict.fromkeys(response.ids))
+    ids, order = ranked_ids(response, trec_compat=cfg.trec_compat)
     if cfg.limit and not response.meta.get("whole"):
         ids = ids[: cfg.limit]
     # Full measures are computed once per profile for all queries at session end (one batched
@@ -89,7 +88,34 @@ def score_profile(
         "expectations": [r.as_dict() for r in check_expectations(query, ids)],
         "latency_ms": evaluation.latency_ms.get((query.id, profile)),
         "confidence": _confidence(response.meta.get("confidence")),
-    }
+    } | ({"order": order} if order is not None else {})
+
+
+def ranked_ids(
+    response: SearchResponse, *, trec_compat: bool
+) -> tuple[list[str], Literal["trec_eval", "service"] | None]:
+    """The ids scored, and in trec-compat mode which order they are scored in.
+
+    A duplicated id would count twice in every measure: the first occurrence is kept. In
+    trec-compat mode a ranking whose every result carries a score is put in trec_eval's order
+    (score descending as a 32-bit float, then document id descending, as trec_eval sorts a run
+    file), whatever order the target sent it in: the same results then score as trec_eval
+    scores them. Without scores (ids only, the scores implied by rank) the target's order is
+    the ranking, and the row says so (``"order": "service"``)."""
+    first: dict[str, float] = {}
+    for hit in response.hits:
+        first.setdefault(hit.id, hit.score)
+    if not trec_compat:
+        return list(first), None
+    if response.meta.get("scores") == "rank":
+        return list(first), "service"
+    import numpy as np
+
+    # trec_eval holds scores in a C float: scores that differ only beyond it tie.
+    ranked = sorted(
+        first.items(), key=lambda pair: (float(np.float32(pair[1])), pair[0]), reverse=True
+    )
+    return [doc_id for doc_id, _ in ranked], "trec_eval"
 
 
 def _confidence(value: Any) -> dict[str, float | None] | None:

@@ -77,6 +77,24 @@ EVALUATED_RULE_TREC = (
 )
 
 
+def result_order(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The order each profile's results were scored in (trec-compat): trec_eval's, or the
+    service's own where it sent results without scores."""
+    service: dict[str, int] = {}
+    for row in rows:
+        for p, d in row["profiles"].items():
+            service[p] = service.get(p, 0) + (d.get("order") == "service")
+    trec = "trec_eval's (score descending, then docid descending)"
+    if not any(service.values()):
+        return f"{trec} for every profile"
+    return "; ".join(
+        f"{p}: the service's order on {n} queries (results without scores), {trec} on the rest"
+        if n
+        else f"{p}: {trec}"
+        for p, n in sorted(service.items())
+    )
+
+
 def evaluated_rule(trec_compat: bool, level: int) -> str:
     """The evaluated-query rule of a mode, with the run's relevance level written in."""
     rule = EVALUATED_RULE_TREC if trec_compat else EVALUATED_RULE
@@ -256,6 +274,7 @@ def build(
                     "latency_ms": d.get("latency_ms"),
                     "confidence": d.get("confidence"),
                 }
+                | ({"order": d["order"]} if "order" in d else {})
                 for p, d in row["profiles"].items()
             },
             "baseline": base_queries.get(row["qid"]),
@@ -272,6 +291,8 @@ def build(
         trec_compat=cfg.trec_compat,
     )
     manifest_["evaluated_queries"] = evaluated_rule(cfg.trec_compat, level)
+    if cfg.trec_compat:
+        manifest_["result_order"] = result_order(ordered)
     coll_manifest = dict(getattr(collection, "manifest", {}) or {})
     model = facts.get("model") if isinstance(facts.get("model"), Mapping) else None
     report: dict[str, Any] = {

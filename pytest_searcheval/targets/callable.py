@@ -15,15 +15,18 @@ def _coerce(result: Any) -> SearchResponse:
     if isinstance(result, Mapping):
         return response_from_json(result)
     hits: list[Hit] = []
+    implied = False
     for rank, item in enumerate(result):
         if isinstance(item, Hit):
             hits.append(item)
         elif isinstance(item, str):
             hits.append(Hit(id=item, score=float(-rank)))
+            implied = True
         else:
             doc_id, score = item
             hits.append(Hit(id=str(doc_id), score=float(score)))
-    return SearchResponse(hits=tuple(hits))
+    # Ids alone rank by their order: the scores are implied, and trec-compat says so.
+    return SearchResponse(hits=tuple(hits), meta={"scores": "rank"} if implied else {})
 
 
 class CallableTarget:

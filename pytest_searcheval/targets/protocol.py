@@ -141,7 +141,7 @@ def response_from_json(
     decision's inputs: the reference engine sends ``{cos, coverage, rerank, value, threshold}``) and
     ``score_threshold`` when present, so the threshold-compliance invariant can check that no
     result is returned under the no-result threshold; ``latency_ms`` becomes
-    ``server_latency_ms``.
+    ``server_latency_ms``; ``scores`` is ``"rank"`` when a result came without a score.
     """
     raw = body.get("results", body.get("hits"))
     discovered = raw is None and isinstance(body.get("resources"), list)
@@ -150,9 +150,11 @@ def response_from_json(
     if not isinstance(raw, list):
         raise TargetUnavailable("response has no 'results' list")
     hits: list[Hit] = []
+    implied = False
     for rank, item in enumerate(raw):
         if isinstance(item, str):
             hits.append(Hit(id=item, score=float(-rank)))
+            implied = True
             continue
         if not isinstance(item, Mapping):
             raise TargetUnavailable(f"result {rank} is not an object: {item!r}")
@@ -160,6 +162,7 @@ def response_from_json(
         if doc_id is None:
             raise TargetUnavailable(f"result {rank} has no 'id'")
         score = item.get("score")
+        implied = implied or score is None
         resource = item if discovered else item.get("resource")
         hits.append(
             Hit(
@@ -178,6 +181,8 @@ def response_from_json(
     confidence = body.get("confidence")
     if isinstance(confidence, Mapping):
         meta["confidence"] = dict(confidence)
+    if implied:
+        meta["scores"] = "rank"
     server_latency = body.get("latency_ms")
     if server_latency is not None:
         meta["server_latency_ms"] = server_latency

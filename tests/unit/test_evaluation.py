@@ -159,3 +159,71 @@ def test_prepare_stops_at_a_target_that_does_not_answer() -> None:
         ev.prepare(Down(lambda q, **kw: []))
     ev.prepare(_target())  # one that answers
     assert ev.prepared
+
+
+def test_trec_compat_scores_a_live_ranking_as_trec_eval_scores_its_run_file() -> None:
+    """Ties by the dozen, sent in an order of the service's own: the measures equal trec_eval's
+    on the same results written as a run file (pytrec_eval reads the scores, as trec_eval
+    reads a run file), per query."""
+    import random
+
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    rng = random.Random(7)
+    docs = [f"d{i:02d}" for i in range(40)]
+    queries = {str(q): Query(str(q), f"text {q}", "generic", "test") for q in range(12)}
+    judgments = {
+        qid: {d: rng.choice([0, 1, 1, 2, 3]) for d in rng.sample(docs, 15)} for qid in queries
+    }
+    # scores from three values only, listed in a shuffled order: most of the ranking is ties
+    results = {
+        q.text: [(d, float(rng.choice([1, 2, 3]))) for d in rng.sample(docs, 20)]
+        for q in queries.values()
+    }
+    target = CallableTarget(lambda text, **kw: results[text], profiles=("run",))
+    cfg = SearchEvalConfig(
+        enabled=True, trec_compat=True, measures=("P@5", "nDCG@10", "R@10", "RR@20")
+    )
+    ev = Evaluation.of(cfg, Collection(documents={}, queries=queries, judgments=judgments))
+    rows = {qid: evaluate_query(ev, target, q) for qid, q in queries.items()}
+    fill_measures(ev, rows)
+    run = {q.id: {d: s for d, s in results[q.text]} for q in queries.values()}
+    names = {"P@5": "P_5", "nDCG@10": "ndcg_cut_10", "R@10": "recall_10", "RR@20": "recip_rank"}
+    truth = pytrec_eval.RelevanceEvaluator(judgments, set(names.values())).evaluate(run)
+    differ = 0
+    for qid, row in rows.items():
+        scored = row["profiles"]["run"]
+        assert scored["order"] == "trec_eval"
+        assert len(scored["ids"]) == 20
+        if scored["ids"] != [d for d, _ in results[queries[qid].text]]:
+            differ += 1
+        for ours, theirs in names.items():
+            assert scored["measures"][ours] == pytest.approx(truth[qid][theirs], abs=1e-12), (
+                qid,
+                ours,
+            )
+    assert differ == len(queries)  # the service's order was never trec_eval's
+
+
+def test_trec_compat_keeps_the_services_order_when_it_sends_no_scores() -> None:
+    ev = _evaluation(trec_compat=True)
+    row = evaluate_query(ev, _target(), ev.collection.queries["1"])
+    assert row["profiles"]["bm25"]["order"] == "service"
+    assert row["profiles"]["bm25"]["ids"] == ["d3", "d1", "d5"]
+    assert (
+        "order"
+        not in evaluate_query(
+            _evaluation(), _target(), Query("1", "weather forecast", "g", "test")
+        )["profiles"]["bm25"]
+    )
+
+
+def test_the_report_says_which_order_each_profile_was_scored_in() -> None:
+    from pytest_searcheval.report.model import result_order
+
+    ev = _evaluation(trec_compat=True)
+    rows = [evaluate_query(ev, _target(), q) for q in ev.selected_queries()]
+    # ids only for two queries; the third gets no result at all, which needs no order
+    assert result_order(rows) == (
+        "bm25: the service's order on 2 queries (results without scores), trec_eval's "
+        "(score descending, then docid descending) on the rest"
+    )
