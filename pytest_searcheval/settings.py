@@ -197,6 +197,12 @@ class SearchEvalConfig:
     )
     baseline: Path = setting(Path("baselines/baseline.json"), "baseline file")
     report_dir: Path = setting(Path("searcheval-report"), "report directory")
+    report_rankings: str = setting(
+        "top",
+        "per query and profile, the report keeps the top of each ranking (as deep as the "
+        "deepest cut-off measured, at least 10) or, with full, every returned id",
+        check=_one_of("top", "full"),
+    )
     history: str = setting(
         "",
         "append a line per full run to this file, plotted in the HTML report "

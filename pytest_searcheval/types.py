@@ -321,10 +321,12 @@ BaselineQuery = dict[str, float | list[str]]
 
 
 class QueryProfileEntry(TypedDict):
-    """One profile's answer to one query as the report keeps it."""
+    """One profile's answer to one query as the report keeps it: ``ids`` the top of the
+    ranking (``report_rankings``), ``returned`` how many results it had."""
 
     ids: list[str]
     grades: list[int | None]
+    returned: int
     measures: dict[str, float]
     violations: list[str]
     constraint_breaks: int

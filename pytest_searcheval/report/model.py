@@ -130,6 +130,20 @@ def _columns(
     return out
 
 
+#: Results a person reads per ranking: the query table's and a failing test's top ten.
+READ_RESULTS = 10
+
+
+def ranking_depth(cfg: SearchEvalConfig) -> int | None:
+    """How much of each ranking the report keeps: ``None`` (all) with ``report_rankings =
+    full``, else the deepest cut-off among the measures, at least :data:`READ_RESULTS`. A
+    5,000-query run of two 1,000-deep run files wrote 149 MB of report.json with every id."""
+    if cfg.report_rankings == "full":
+        return None
+    cuts = [int(m.rsplit("@", 1)[1]) for m in cfg.measures if m.rsplit("@", 1)[-1].isdigit()]
+    return max([READ_RESULTS, *cuts])
+
+
 def build(
     *,
     cfg: SearchEvalConfig,
@@ -242,6 +256,7 @@ def build(
     vs_baseline = against_baseline(columns, baseline, cfg)
 
     queries: dict[str, Any] = {}
+    depth = ranking_depth(cfg)
     base_queries = ((baseline or {}).get("profiles") or {}).get(cfg.gated) or {}
     base_queries = base_queries.get("queries") or {}
     all_judgments = getattr(collection, "judgments", {}) or {}
@@ -261,9 +276,10 @@ def build(
             "errors": dict(row.get("errors") or {}),
             "profiles": {
                 p: {
-                    "ids": d["ids"],
-                    # the grade of each returned document, null where unjudged
-                    "grades": [judged.get(doc_id) for doc_id in d["ids"]],
+                    "ids": d["ids"][:depth],
+                    # the grade of each kept document, null where unjudged
+                    "grades": [judged.get(doc_id) for doc_id in d["ids"][:depth]],
+                    "returned": len(d["ids"]),
                     # finite floats already (fill_measures leaves undefined values out)
                     "measures": d["measures"],
                     "violations": [v["text"] for v in d["violations"]],

@@ -211,3 +211,22 @@ def test_node_ids_of_a_collection_outside_the_rootdir_paste_back(
     assert ids and all(i.startswith("tox.ini::test_query[") for i in ids), ids
     ran = pytester.runpytest_subprocess("--search-eval", ids[1], "-p", "no:cacheprovider")
     ran.assert_outcomes(passed=1)
+
+
+def test_the_report_keeps_the_top_of_each_ranking_unless_asked_for_all(
+    pytester: pytest.Pytester,
+) -> None:
+    _project(pytester)
+    deep = "".join(f"1 Q0 x{k:02d} {k} {100 - k} bm25\n" for k in range(1, 31))
+    (pytester.path / "bm25.run").write_text(RUN_A + deep)
+    args = ("--search-eval", "--search-eval-trec-compat", "-p", "no:cacheprovider")
+    assert pytester.runpytest_subprocess(*args).ret == 0
+    kept = _report(pytester)["queries"]["1"]["profiles"]["bm25"]
+    # R@20 is the deepest cut-off measured: 20 of the 34 results, measures over all 34
+    assert kept["returned"] == 34 and len(kept["ids"]) == len(kept["grades"]) == 20
+    assert kept["ids"][:4] == ["x01", "x02", "x03", "x04"]
+    top = kept["measures"]
+    assert pytester.runpytest_subprocess(*args, "--search-eval-report-rankings=full").ret == 0
+    full = _report(pytester)["queries"]["1"]["profiles"]["bm25"]
+    assert full["returned"] == len(full["ids"]) == 34 and full["ids"][-1] == "d2"
+    assert full["measures"] == top

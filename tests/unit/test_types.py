@@ -124,6 +124,7 @@ def _report() -> dict[str, Any]:
                     "hybrid": {
                         "ids": ["d1"],
                         "grades": [2],
+                        "returned": 1,
                         "measures": {"nDCG@10": 1.0},
                         "violations": [],
                         "constraint_breaks": 0,
