@@ -76,3 +76,25 @@ def markdown_lines(data: HandWrittenSection | None) -> list[str]:
             + " |"
         )
     return out
+
+
+def html_parts(data: HandWrittenSection | None) -> list[str]:
+    """The HTML page's table: one row per test."""
+    if not data:
+        return []
+    from html import escape
+
+    parts = [
+        f"<h2 id='hand-written'>Hand-written search tests ({escape(_counts(data))})</h2>",
+        "<table><tr><th>test</th><th>outcome</th><th>gated</th><th>queries</th>"
+        "<th>snapshots recorded</th></tr>",
+    ]
+    for nodeid, entry in data["tests"].items():
+        parts.append(
+            f"<tr><td><code>{escape(nodeid)}</code></td><td>{escape(entry['outcome'])}</td>"
+            f"<td>{'yes' if entry.get('gated') else 'no'}</td>"
+            f"<td>{escape(', '.join(entry.get('queries') or ()) or '-')}</td>"
+            f"<td>{escape(', '.join(entry.get('snapshots_recorded') or ()) or '-')}</td></tr>"
+        )
+    parts.append("</table>")
+    return parts

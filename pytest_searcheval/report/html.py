@@ -18,6 +18,7 @@ from pytest_searcheval.report import (
     extraction_line,
     format_interval,
     format_number,
+    hand_written,
     history,
     ledger_lines,
     shown_measures,
@@ -322,6 +323,7 @@ def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
             parts.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in extra) + "</ul>")
     parts += _history_section(report, hist)
     parts.append(query_table(report))
+    parts += hand_written.html_parts(report.get("hand_written"))
     failing = [(q, d) for q, d in report["queries"].items() if d["failures"]]
     parts.append(f"<h2>Failing queries ({len(failing)})</h2>")
     for qid, d in failing:

@@ -379,6 +379,9 @@ def test_outcomes_reach_the_report_and_only_gated_ones_the_gate(
         "Hand-written search tests: 1 failed, 2 passed"
         in (pytester.path / "searcheval-report" / "report.md").read_text()
     )
+    page = (pytester.path / "searcheval-report" / "report.html").read_text()
+    assert "Hand-written search tests (1 failed, 2 passed)" in page
+    assert "<td><code>test_hand.py::test_stocks</code></td><td>failed</td><td>no</td>" in page
 
     monkeypatch.delenv("STOCKS")
     monkeypatch.setenv("RAIN", "2")
