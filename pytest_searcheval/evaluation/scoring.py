@@ -102,13 +102,15 @@ def ranked_ids(
     file), whatever order the target sent it in: the same results then score as trec_eval
     scores them. Without scores (ids only, the scores implied by rank) the target's order is
     the ranking, and the row says so (``"order": "service"``)."""
+    if not trec_compat:
+        return list(dict.fromkeys(response.ids)), None
+    if response.meta.get("whole"):  # a run file, ranked as trec_eval ranks it already
+        return list(dict.fromkeys(response.ids)), "trec_eval"
+    if response.meta.get("scores") == "rank":
+        return list(dict.fromkeys(response.ids)), "service"
     first: dict[str, float] = {}
     for hit in response.hits:
         first.setdefault(hit.id, hit.score)
-    if not trec_compat:
-        return list(first), None
-    if response.meta.get("scores") == "rank":
-        return list(first), "service"
     import numpy as np
 
     # trec_eval holds scores in a C float: scores that differ only beyond it tie.

@@ -29,6 +29,13 @@ from pytest_searcheval.targets import (
 
 if TYPE_CHECKING:
     from pytest_searcheval.collection.model import Collection, Query
+    from pytest_searcheval.invariants.base import InvariantContext
+
+
+def _invariant_context() -> InvariantContext:
+    from pytest_searcheval.invariants.base import InvariantContext
+
+    return InvariantContext()
 
 
 @dataclass
@@ -53,6 +60,8 @@ class Evaluation:
     errors: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     #: Whether :meth:`prepare` asked the target once before the first search.
     prepared: bool = False
+    #: What the invariant cases of this evaluation share (gated profile, cached answers).
+    invariant_context: InvariantContext = field(default_factory=lambda: _invariant_context())
     offered: Mapping[str, str | None] | None = None
     facts: dict[str, Any] | None = None
     cache: dict[tuple[str, str], SearchResponse] = field(default_factory=dict)
@@ -201,8 +210,14 @@ class Evaluation:
             from pytest_searcheval.invariants.base import remember
 
             # The same request as a read-only invariant's (threshold compliance): answered once.
-            remember(target, response, profile=profile, text=query.text, limit=self.cfg.limit)
+            with self.invariant_context.active():
+                remember(target, response, profile=profile, text=query.text, limit=self.cfg.limit)
         return response
+
+    def close(self) -> None:
+        """Forget the answers and what the invariants cached: the end of the session."""
+        self.cache.clear()
+        self.invariant_context.clear()
 
     def baseline_query(self, qid: str) -> dict[str, Any] | None:
         """The baseline's entry of query ``qid`` on the gated profile, if it has one."""

@@ -8,6 +8,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -109,18 +110,55 @@ class InvariantSettings:
 #: The profile name an invariant searches when the run's gated profile is known only once the
 #: target is (a target's own default, or its first profile): resolved per process.
 GATED = "@gated"
-_RESOLVED: dict[str, str] = {}
+
+
+@dataclass
+class InvariantContext:
+    """What the invariant cases of one session share: the run's gated profile, the answers of
+    targets that do not change (by target), and what a family of cases computes once (one
+    clone for all conformance cases). The plugin's session holds one, makes it current while
+    its tests run and clears it at the end; outside a session a context of the process serves,
+    emptied by :func:`clear_caches`."""
+
+    gated: str | None = None
+    # Keyed by id(target) and holding the target itself, so the id cannot be reused while cached.
+    caches: dict[int, tuple[object, dict[_RequestKey, SearchResponse]]] = field(
+        default_factory=dict
+    )
+    shared: dict[tuple[int, str], Any] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.caches.clear()
+        self.shared.clear()
+
+    @contextmanager
+    def active(self) -> Iterator[InvariantContext]:
+        """Make this the context the invariants read while the block runs."""
+        token = _CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(token)
+
+
+_PROCESS_CONTEXT = InvariantContext()
+_CURRENT: ContextVar[InvariantContext | None] = ContextVar("searcheval_invariants", default=None)
+
+
+def current_context() -> InvariantContext:
+    """The session's context while the plugin runs invariant tests, else the process's."""
+    return _CURRENT.get() or _PROCESS_CONTEXT
 
 
 def set_gated_profile(profile: str) -> None:
     """The run's gated profile, once the plugin has resolved it against the target."""
-    _RESOLVED["gated"] = profile
+    current_context().gated = profile
 
 
 def profile_of(settings: InvariantSettings) -> str:
     """The profile the invariants search: the settings' own, else the run's gated profile."""
     if settings.profile == GATED:
-        return _RESOLVED.get("gated", "hybrid")
+        return current_context().gated or "hybrid"
     return settings.profile
 
 
@@ -341,16 +379,12 @@ def lean(response: SearchResponse) -> SearchResponse:
     return replace(response, hits=tuple(replace(h, resource=None) for h in response.hits))
 
 
-# Keyed by id(target) and holding the target itself, so the id cannot be reused while cached.
-_CACHES: dict[int, tuple[object, dict[_RequestKey, SearchResponse]]] = {}
-_SHARED: dict[tuple[int, str], Any] = {}
-
-
 def _shared_cache(target: object) -> dict[_RequestKey, SearchResponse]:
-    entry = _CACHES.get(id(target))
+    caches = current_context().caches
+    entry = caches.get(id(target))
     if entry is None or entry[0] is not target:
         entry = (target, {})
-        _CACHES[id(target)] = entry
+        caches[id(target)] = entry
     return entry[1]
 
 
@@ -387,17 +421,18 @@ def _request_key(
 def _shared(target: object, key: str, compute: Callable[[], Any]) -> Any:
     """Compute once per (target, key) in this process: one clone serves a family of cases."""
     slot = (id(target), key)
-    entry = _SHARED.get(slot)
+    shared = current_context().shared
+    entry = shared.get(slot)
     if entry is None or entry[0] is not target:
         entry = (target, compute())
-        _SHARED[slot] = entry
+        shared[slot] = entry
     return entry[1]
 
 
 def clear_caches() -> None:
-    """Forget cached answers (tests and long-lived processes that rebuild targets)."""
-    _CACHES.clear()
-    _SHARED.clear()
+    """Forget the current context's cached answers (tests and long-lived processes that
+    rebuild targets)."""
+    current_context().clear()
 
 
 @contextmanager

@@ -93,6 +93,28 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(XdistTransport(state), "searcheval-xdist")
 
 
+#: The plugin objects configure registers; unconfigure takes each back out.
+REGISTERED = (
+    "searcheval-session",
+    "searcheval-hand-written",
+    "searcheval-phases",
+    "searcheval-xdist",
+)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # A process that runs pytest.main more than once (an IDE, pytester in process) must not
+    # carry one session's hooks, caches or answers into the next.
+    for name in REGISTERED:
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin, name)
+    state = config.stash.get(STATE_KEY, None)
+    if state is not None:
+        state.close()
+        del config.stash[STATE_KEY]
+
+
 def _facts(state: EvalState) -> dict[str, Any] | None:
     from pytest_searcheval.plugin.finish import merged_facts
 
@@ -229,7 +251,7 @@ class SessionHooks:
         config = session.config
         # The responses are scored already; dropping them now (one Hit per result, per query
         # and profile) spares the garbage collector that pytest runs at exit.
-        self.state.cache.clear()
+        self.state.close()
         if config.option.collectonly:
             return
         if hasattr(config, "workerinput"):

@@ -33,11 +33,11 @@ class InvariantItem(SearchEvalItem):
             pytest.skip(
                 f"{case.id}: run files are fixed rankings; this invariant needs a live system"
             )
-        from pytest_searcheval.invariants.base import set_gated_profile
-
-        self.state.describe_target(target)
-        set_gated_profile(self.state.cfg.gated)
-        outcome = case.outcome(target)
+        state = self.state
+        state.describe_target(target)
+        state.invariant_context.gated = state.cfg.gated
+        with state.invariant_context.active():
+            outcome = case.outcome(target)
         record: dict[str, Any] = dict(outcome.record())
         record.setdefault("id", str(case.id))
         failed = outcome.status == "failed"

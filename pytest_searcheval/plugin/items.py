@@ -23,6 +23,7 @@ from pytest_searcheval.baseline.ledger import (
     ledger,
     ledger_profile_differs,
 )
+from pytest_searcheval.plugin.compat import function_item, parametrized_node_id
 from pytest_searcheval.plugin.state import STATE_KEY, EvalState
 from pytest_searcheval.reasons import Reason
 
@@ -45,9 +46,6 @@ class KnownFailure(SearchEvalFailure):
 class SearchError(SearchEvalFailure):
     """The target's search failed for this test's query (after every attempt): the message
     names the error, the URL and the attempts. Never judged by the known-failure ledger."""
-
-
-_KIND_MARKS: dict[str, pytest.MarkDecorator] = {}
 
 
 class SearchEvalItem(pytest.Function):
@@ -75,17 +73,13 @@ class SearchEvalItem(pytest.Function):
     ) -> SearchEvalItem:
         # Every item of a kind shares one function and parent, hence one fixture closure:
         # resolving it once instead of per item is most of the collection cost.
-        cache: dict[Any, Any] = parent.__dict__.setdefault("_searcheval_fixtureinfo", {})
-        fn = cls.function
-        info = cache.get(cls)
-        item = cls.from_parent(parent, name=name, callobj=fn, fixtureinfo=info)
-        if info is None:
-            cache[cls] = item._fixtureinfo
+        item = function_item(cls, parent, name=name, callobj=cls.function)
         item.key, item.payload, item.file, item.line = key, payload, file, line
-        _parametrized_id(item)
-        mark = _KIND_MARKS.get(cls.kind)
+        parametrized_node_id(item)
+        marks_of_kind = item.config.stash[STATE_KEY].kind_marks
+        mark = marks_of_kind.get(cls.kind)
         if mark is None:
-            mark = _KIND_MARKS[cls.kind] = getattr(pytest.mark, f"searcheval_{cls.kind}")
+            mark = marks_of_kind[cls.kind] = getattr(pytest.mark, f"searcheval_{cls.kind}")
         item.add_marker(mark)
         for m in marks:
             item.add_marker(m)
@@ -152,18 +146,6 @@ class SearchEvalItem(pytest.Function):
         if not failed and self.key in ledger(self.state.baseline, self.ledger_kind):
             return "fixed"
         return None
-
-
-def _parametrized_id(item: pytest.Item) -> None:
-    """Give a generated test the node id a parametrized test has (``name[params]`` split into
-    its name and its parameters), so that pytest's --lf/--ff cache, which stores node ids as
-    text, finds it again. pytest versions without structured node ids need nothing."""
-    try:
-        from _pytest.nodeid import coerce_node_id
-    except ImportError:  # pragma: no cover - pytest < 9.2 (_pytest.nodeid is new in 9.2)
-        return
-    if hasattr(item, "_id"):
-        item._id = coerce_node_id(item.nodeid)
 
 
 def known_failure_marker(state: EvalState, kind: str, key: str) -> pytest.MarkDecorator | None:

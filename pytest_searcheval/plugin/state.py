@@ -45,6 +45,8 @@ class EvalState(Evaluation):
     left_out: tuple[int, list[str], str] | None = None
     rootpath: Path | None = None
     inipath: Path | None = None
+    #: One marker object per kind of generated test, shared by its items (made once).
+    kind_marks: dict[str, pytest.MarkDecorator] = field(default_factory=dict)
 
     def anchor(self) -> Path:
         """The file the generated tests belong to (their node ids start with it): the

@@ -227,3 +227,26 @@ def test_the_report_says_which_order_each_profile_was_scored_in() -> None:
         "bm25: the service's order on 2 queries (results without scores), trec_eval's "
         "(score descending, then docid descending) on the rest"
     )
+
+
+def test_each_evaluation_keeps_its_own_invariant_context() -> None:
+    from pytest_searcheval.invariants.base import (
+        GATED,
+        InvariantSettings,
+        current_context,
+        profile_of,
+    )
+
+    one, two = _evaluation(), _evaluation()
+    target = _target()
+    for ev in (one, two):
+        evaluate_query(ev, target, ev.collection.queries["2"])
+    assert one.invariant_context.caches and two.invariant_context.caches
+    assert one.invariant_context.caches is not two.invariant_context.caches
+    assert current_context().caches == {}  # nothing went to the process's context
+    one.invariant_context.gated = "bm25"
+    with one.invariant_context.active():
+        assert profile_of(InvariantSettings(profile=GATED)) == "bm25"
+    assert profile_of(InvariantSettings(profile=GATED)) == "hybrid"
+    one.close()
+    assert one.invariant_context.caches == {} and one.cache == {}
