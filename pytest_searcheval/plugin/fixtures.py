@@ -535,13 +535,14 @@ class HandWrittenRecorder:
             return report
         facts = item.stash.get(FACTS_KEY, HandWrittenFacts())
         if report.failed and facts.searches:
-            # The rankings the failure message does not show already (an id that was not
-            # returned has no rank to explain, a plain assert on ids none at all).
+            # The rankings the failure message does not show whole already: an id that was
+            # not returned has no rank to explain, a plain assert on ids none at all, and
+            # pytest cuts a long explanation to 8 lines unless -vv.
             shown = str(report.longrepr)
             lines: list[str] = []
             for result in facts.searches[-5:]:
                 explained = result.explain()
-                if explained[0] not in shown:
+                if not all(line.strip() in shown for line in explained):
                     lines += [*explained, ""]
             if lines:
                 report.sections.append(

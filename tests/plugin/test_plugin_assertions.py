@@ -300,6 +300,10 @@ def test_assertion_messages_show_the_ranking_grades_and_baseline(
             "E         ->  2  d1  grade 1    Skyline weather forecast",
         ]
     )
+    # A message shown whole gets no section; an id that was not returned has no rank to
+    # explain, so the report shows the ranking.
+    rank_failure = result.stdout.str().split("_ test_rank _")[1].split("_ test_top _")[0]
+    assert "rankings this test searched" not in rank_failure
     # An id that was not returned has no rank to explain: the report shows the ranking.
     result.stdout.fnmatch_lines(
         [
