@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 import re
 from collections.abc import Collection as Collection_
@@ -446,6 +448,8 @@ class RankedRun:
     docs: np.ndarray[Any, np.dtype[np.bytes_]]
     scores: np.ndarray[Any, np.dtype[np.float64]]
     ascii: bool = True
+    #: SHA-256 of the file's bytes, so a report names the exact run it measured.
+    sha256: str = ""
 
     def ids(self, qid: str) -> list[str]:
         start, stop = self.spans.get(qid, (0, 0))
@@ -476,16 +480,24 @@ def read_trec_run_ranked(
     integer rank, a finite score; each query's documents distinct). Any file that path does not
     accept exactly is read again by :func:`read_trec_run`, which reports each problem with its
     line and field, so both paths refuse the same files with the same messages."""
-    fast = _ranked_fast(path, max_line_bytes)
+    digest = hashlib.sha256()
+    fast = _ranked_fast(path, max_line_bytes, digest)
     if fast is not None and (known_queries is None or all(q in known_queries for q in fast.spans)):
-        return fast
+        return dataclasses.replace(fast, sha256=digest.hexdigest())
     run = read_trec_run(
         path, name, problems, max_line_bytes=max_line_bytes, known_queries=known_queries
     )
-    return _ranked_from_mapping(run)
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(_CHUNK), b""):
+                digest.update(block)
+    except OSError:
+        pass  # read_trec_run has reported why the file cannot be read
+    return dataclasses.replace(_ranked_from_mapping(run), sha256=digest.hexdigest())
 
 
-def _ranked_fast(path: Path, max_line_bytes: int) -> RankedRun | None:
+def _ranked_fast(path: Path, max_line_bytes: int, digest: Any) -> RankedRun | None:
     """The vectorised reader; ``None`` for anything it does not accept exactly."""
     try:
         fh, _ = open_regular(path, DEFAULT_MAX_FILE_BYTES)
@@ -501,6 +513,7 @@ def _ranked_fast(path: Path, max_line_bytes: int) -> RankedRun | None:
                 block = fh.read(_CHUNK)
             except OSError:
                 return None
+            digest.update(block)
             data = rest + block
             if block:
                 cut = data.rfind(b"\n") + 1
@@ -581,8 +594,9 @@ def _rank(
         ordered = np.sort(group)
         if stop - start > 1 and bool((ordered[1:] == ordered[:-1]).any()):
             return None
-        # ascending by (score, docid), read backwards: score and docid both descending
-        rank = np.lexsort((group, scores[start:stop]))[::-1]
+        # ascending by (score, docid), read backwards: score and docid both descending; the
+        # score as trec_eval holds it, a C float (scores equal in 32 bits tie)
+        rank = np.lexsort((group, scores[start:stop].astype(np.float32)))[::-1]
         docs[start:stop] = group[rank]
         scores[start:stop] = scores[start:stop][rank]
         spans[qids[start].decode("utf-8")] = (start, stop)

@@ -64,7 +64,11 @@ class RunTarget:
         return {"whole": True}
 
     def describe(self) -> Mapping[str, Any]:
-        return {"target": "run", "runs": dict(self.paths)}
+        return {
+            "target": "run",
+            "runs": dict(self.paths),
+            "sha256": {name: run.sha256 for name, run in self.runs.items()},
+        }
 
     def search_query(self, query: Query, *, profile: str, limit: int) -> SearchResponse:
         if profile not in self.runs:
@@ -98,6 +102,7 @@ class RankedResponse(SearchResponse):
         object.__setattr__(self, "applied_filters", {})
         object.__setattr__(self, "extracted_filters", {})
         object.__setattr__(self, "latency_ms", None)
+        # distinct ids in trec_eval's order already (read_trec_run_ranked): scored as they are
         object.__setattr__(self, "meta", {"whole": True})
 
     @property  # type: ignore[override]

@@ -3,6 +3,7 @@ line-by-line reader, and the same answers whichever of its two paths reads a fil
 
 from __future__ import annotations
 
+import hashlib
 import random
 from pathlib import Path
 
@@ -49,6 +50,7 @@ def test_ranks_as_trec_eval_with_ties_and_queries_in_several_blocks(
         start, stop = ranked.spans[qid]
         assert ranked.scores[start:stop].tolist() == [docs[d] for d in _trec_order(docs)]
     assert ranked.ids("no such query") == []
+    assert ranked.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_a_non_ascii_file_takes_the_exact_path_with_the_same_order(tmp_path: Path) -> None:
@@ -56,6 +58,7 @@ def test_a_non_ascii_file_takes_the_exact_path_with_the_same_order(tmp_path: Pat
     path.write_text("1 Q0 é 1 1.0 t\n1 Q0 z 2 1.0 t\n1 Q0 ä 3 2.0 t\n2 Q0 x 1 0.5 t\n", "utf-8")
     ranked = read_trec_run_ranked(path, "u.run", Problems())
     assert not ranked.ascii
+    assert ranked.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     # code-point order is UTF-8 byte order: é (U+00E9) > ä (U+00E4) > z
     assert ranked.ids("1") == ["ä", "é", "z"]
     assert ranked.ids("2") == ["x"]
@@ -109,3 +112,10 @@ def test_lines_across_read_blocks_and_blank_lines(
     assert {q: ranked.ids(q) for q in expected} == {
         q: _trec_order(docs) for q, docs in expected.items()
     }
+
+
+def test_scores_equal_as_a_c_float_tie_and_go_by_docid(tmp_path: Path) -> None:
+    # trec_eval keeps a score in a 32-bit float: 1.00000001 and 1.0 are one score there
+    path = tmp_path / "f.run"
+    path.write_text("1 Q0 a 1 1.00000001 t\n1 Q0 b 2 1.0 t\n1 Q0 c 3 0.5 t\n")
+    assert read_trec_run_ranked(path, "f.run", Problems()).ids("1") == ["b", "a", "c"]
