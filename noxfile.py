@@ -30,6 +30,7 @@ def tests(session: nox.Session) -> None:
 #: The tests that need nothing beyond the core install: the plugin end to end, and the measures,
 #: statistics, collections, gate, reports and invariants it is made of.
 CORE_TESTS = [
+    "tests/plugin/test_compat.py",
     "tests/plugin/test_plugin.py",
     "tests/plugin/test_plugin_ledger.py",
     "tests/plugin/test_plugin_phases.py",
@@ -47,6 +48,8 @@ CORE_TESTS = [
     "tests/unit/test_invariants.py",
     "tests/unit/test_compare.py",
     "tests/unit/test_pooling.py",
+    "tests/unit/test_evaluation.py",
+    "tests/unit/test_http_retries.py",
 ]
 
 
