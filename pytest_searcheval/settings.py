@@ -209,7 +209,11 @@ class SearchEvalConfig:
         "(default: <report_dir>/history.jsonl; off keeps none)",
     )
     dsn: str | None = setting(None, "PostgreSQL DSN for the reference engine (default: embedded)")
-    baseline_tag: str | None = setting(None, "git tag written into an updated baseline")
+    baseline_tag: str | None = setting(
+        None,
+        "git tag written into an updated baseline (default: searcheval-<collection>-<first 12 "
+        "hex digits of the baseline's content hash>, new for every changed baseline)",
+    )
     strict_baseline: bool = setting(
         False,
         "a baseline that cannot be verified against its git tag, or a latency budget "

@@ -7,7 +7,7 @@ profile not configured) is ``skipped`` with the reason, never silently passed. `
 
 Baseline file (``baselines/baseline.json``, ``schema_version`` 2)::
 
-    {"schema_version": 2, "tool": {"name", "version"}, "tag": "searcheval-v0.1.0",
+    {"schema_version": 2, "tool": {"name", "version"}, "tag": "searcheval-<collection>-<hash>",
      "collection": {"name", "version", "hashes": {"corpus", "queries", "judgments"}},
      "model": {"id", "revision", ...} | null,
      "run": {"split", "gain", "relevance_level", "limit", "measures", "trec_compat",
@@ -38,7 +38,7 @@ import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Literal, get_args
 
 from pytest_searcheval import __version__
 from pytest_searcheval.baseline.ledger import ledger_profile_differs, make_ledger
@@ -531,6 +531,27 @@ def passed(rules: list[Rule]) -> bool:
     return not any(r.status == "failed" for r in rules)
 
 
+def unjudged(rules: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The rules a partial run could not judge (skipped because only some queries ran)."""
+    return [str(r["name"]) for r in rules if r["status"] == "skipped" and r["detail"] == PARTIAL]
+
+
+def verdict(report: Mapping[str, Any]) -> tuple[Literal["PASSED", "FAILED", "NOT JUDGED"], str]:
+    """The gate's one-word verdict and its sentence. A partial run (``-k``, ``-x``, ``--lf``)
+    that failed no rule is ``NOT JUDGED``, never ``PASSED``: it names the rules it could not
+    judge."""
+    gate = report.get("gate") or {}
+    rules = list(gate.get("rules") or [])
+    failed = [str(r["name"]) for r in rules if r["status"] == "failed"]
+    if failed:
+        return "FAILED", f"{len(failed)} of {len(rules)} rules failed: {', '.join(failed)}"
+    if not report["run"]["complete"]:
+        names = unjudged(rules)
+        could_not = f"could not judge {', '.join(names)}" if names else "judged only what ran"
+        return "NOT JUDGED", f"partial run (selected tests only): {could_not}; no rule failed"
+    return "PASSED", f"{len(rules)} rules, none failed"
+
+
 # --- baseline integrity (tamper check) -------------------------------------------------------
 
 
@@ -611,6 +632,24 @@ def make_baseline(
         },
         "known_failures": make_ledger(report),
     }
+
+
+def suggested_tag(baseline: Mapping[str, Any]) -> str:
+    """The git tag an updated baseline names when ``baseline_tag`` is not set:
+    ``searcheval-<collection>-<12 hex digits of the file's content hash>``.
+
+    The hash is over the baseline's text with no tag in it, so every re-baseline that changes
+    a number gets a tag of its own (two re-baselines never collide on one name), while
+    re-baselining an unchanged system names the same tag, whose copy equals the file."""
+    import hashlib
+    import re
+
+    untagged = baseline_text({**baseline, "tag": None})
+    digest = hashlib.sha256(untagged.encode("utf-8")).hexdigest()[:12]
+    name = str((baseline.get("collection") or {}).get("name") or "collection")
+    # what git accepts in a tag name, kept readable
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip(".-") or "collection"
+    return f"searcheval-{slug}-{digest}"
 
 
 def baseline_text(baseline: Mapping[str, Any]) -> str:

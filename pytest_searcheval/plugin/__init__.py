@@ -278,14 +278,31 @@ class SessionHooks:
                 *traceback.format_exc().splitlines(),
             ]
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            self._gate_test(session, None, f"{type(exc).__name__}: {exc}")
             return
         finally:
             if collecting:
                 gc.enable()
         self.lines = outcome.lines
         config.stash[OUTCOME_KEY] = outcome.report
+        if outcome.report.get("gate") is not None:
+            self._gate_test(session, outcome.report, None)
         if outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _gate_test(self, session: pytest.Session, report: Any, error: str | None) -> None:
+        """The gate's verdict as the test ``test_gate`` (plugin/gate_item.py)."""
+        from pytest_searcheval.plugin.gate_item import outcome_of, run_gate_item
+
+        outcome, message = outcome_of(report, error)
+        if outcome != "failed":
+            # A passing or partial gate adds no test: the counts stay those of the tests run,
+            # and the section's verdict line says what a partial run could not judge.
+            return
+        try:
+            run_gate_item(session, self.state.anchor(), outcome, message)
+        except Exception as exc:  # pragma: no cover - the verdict is in the exit status anyway
+            self.lines.append(f"searcheval: test_gate not reported: {type(exc).__name__}: {exc}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(terminalreporter.config, "workerinput") or not self.lines:

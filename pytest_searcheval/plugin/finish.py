@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from pytest_searcheval import __version__
 from pytest_searcheval.baseline.gate import (
     Rule,
     baseline_text,
     evaluate,
     make_baseline,
     passed,
+    suggested_tag,
     verify_baseline,
 )
 from pytest_searcheval.evaluation import fill_measures
@@ -80,7 +80,6 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
     outcome = Outcome(report=report)
     written: list[Path] = []
     if cfg.update_baseline:
-        tag = cfg.baseline_tag or f"searcheval-v{__version__}"
         if not report["run"]["complete"]:
             integrity = Rule(
                 "baseline update",
@@ -89,7 +88,10 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
                 f"{report['run']['queries_expected']} queries)",
             )
         else:
-            write_atomic(cfg.baseline, baseline_text(make_baseline(report, cfg, tag)))
+            fresh = make_baseline(report, cfg, None)
+            tag = cfg.baseline_tag or suggested_tag(fresh)
+            fresh["tag"] = tag
+            write_atomic(cfg.baseline, baseline_text(fresh))
             written.append(cfg.baseline)
             integrity = Rule(
                 "baseline update",

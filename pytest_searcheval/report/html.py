@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_searcheval.baseline.gate import verdict
 from pytest_searcheval.report import (
     CLASS_MEASURE,
     conformance_line,
@@ -250,8 +251,11 @@ def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
     ]
     gate = report.get("gate")
     if gate:
-        verdict = "passed" if gate["passed"] else "failed"
-        parts.append(f"<h2>Gate: <span class='{verdict}'>{verdict}</span></h2><ul>")
+        word, why = verdict(report)
+        css = {"PASSED": "passed", "FAILED": "failed", "NOT JUDGED": "skipped"}[word]
+        parts.append(
+            f"<h2>Gate: <span class='{css}'>{word.lower()}</span></h2><p>{_e(why)}</p><ul>"
+        )
         for r in gate["rules"]:
             parts.append(
                 f"<li><span class='{_e(r['status'])}'>{_e(r['status'])}</span> "

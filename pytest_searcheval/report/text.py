@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_searcheval.baseline.gate import verdict
 from pytest_searcheval.report import hand_written, tradeoff
 from pytest_searcheval.report.model import CLASS_MEASURE
 
@@ -256,7 +257,8 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
     gate = report.get("gate")
     if gate:
         lines.append("")
-        lines.append(f"gate: {'PASSED' if gate['passed'] else 'FAILED'}")
+        word, why = verdict(report)
+        lines.append(f"gate: {word} ({why})" if word == "NOT JUDGED" else f"gate: {word}")
         for rule in gate["rules"]:
             lines.append(f"  [{rule['status']}] {rule['name']}: {rule['detail']}")
     return lines
@@ -272,7 +274,9 @@ def markdown(report: Mapping[str, Any]) -> str:
     ]
     gate = report.get("gate")
     if gate:
-        out.append(f"**Gate: {'passed' if gate['passed'] else 'FAILED'}**")
+        word, why = verdict(report)
+        shown = {"PASSED": "passed", "FAILED": "FAILED", "NOT JUDGED": "not judged"}[word]
+        out.append(f"**Gate: {shown}** ({why})" if word == "NOT JUDGED" else f"**Gate: {shown}**")
         out.append("")
         for rule in gate["rules"]:
             out.append(f"- `{rule['status']}` {rule['name']}: {rule['detail']}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -94,7 +95,7 @@ def test_hard_filter_violation_is_found_by_the_oracle(
     make_project(pytester)
     monkeypatch.setenv("SEARCHEVAL_FAKE", "violate")
     result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=3, failed=2)  # and test_gate: the gate fails
     result.stdout.fnmatch_lines(
         [
             "*hard-filter violation at rank 1: d2: *stellar:pubnet*",
@@ -135,7 +136,7 @@ def test_a_search_that_raises_is_each_querys_error_not_the_profiles(
         "    return CallableTarget(boom)\n"
     )
     result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=4)
+    result.assert_outcomes(failed=5)  # and test_gate: the gate fails
     result.stdout.fnmatch_lines(
         [
             "*search error on profile 'semantic' after 1 attempt: "
@@ -271,8 +272,11 @@ def test_baseline_update_then_regression_fails_per_query_and_in_the_gate(
         "--search-eval", "--search-eval-update-baseline", "-p", "no:cacheprovider"
     )
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*[[]passed[]] baseline update: rewrote*git tag searcheval-v*"])
+    result.stdout.fnmatch_lines(
+        ["*[[]passed[]] baseline update: rewrote*git tag searcheval-tiny-*"]
+    )
     baseline = json.loads((pytester.path / "baselines" / "baseline.json").read_text())
+    assert re.fullmatch(r"searcheval-tiny-[0-9a-f]{12}", baseline["tag"])
     assert baseline["profiles"]["hybrid"]["queries"]["q1"]["ids"][0] == "d1"
     assert baseline["collection"]["hashes"]["judgments"].startswith("sha256:")
     again = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
@@ -286,7 +290,7 @@ def test_baseline_update_then_regression_fails_per_query_and_in_the_gate(
         [
             "*known item 'd1' expected at rank <= 1, found not in the top 2",
             "*nDCG@10 dropped to * from baseline 1.0000 (per-query tolerance 0.2)",
-            "*baseline (searcheval-v*): *nDCG@10 1.0000*",
+            "*baseline (searcheval-tiny-*): *nDCG@10 1.0000*",
             "*1  d1  grade 3    Skyline weather forecast",
             "*[[]failed[]] hybrid nDCG@10 vs baseline: * vs baseline * (floor *",
         ]
@@ -547,3 +551,62 @@ def test_a_limit_below_a_cut_off_is_a_usage_error(pytester: pytest.Pytester) -> 
             "Set the limit to at least 100*"
         ]
     )
+
+
+FAILING_RULE = """
+
+from pytest_searcheval.baseline.gate import GateContext, Rule, gate_rule
+
+
+@gate_rule("project rule")
+def project_rule(ctx: GateContext) -> Rule:
+    return Rule("project rule", "failed", f"{ctx.gated} is not good enough")
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_gate_that_alone_fails_is_a_failed_test_in_junit_and_the_last_line(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    make_project(pytester)
+    conftest = pytester.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + FAILING_RULE)
+    result = pytester.runpytest_subprocess(
+        "--search-eval", "--junitxml=junit.xml", "-p", "no:cacheprovider", *workers
+    )
+    assert result.ret == 1
+    lines = result.stdout.str().strip().splitlines()
+    assert "1 failed, 4 passed" in lines[-1], lines[-1]
+    result.stdout.fnmatch_lines(
+        [
+            "*[[]failed[]] project rule: hybrid is not good enough",
+            "FAILED collection.yaml::test_gate - gate: FAILED: 1 of * rules failed*",
+        ]
+    )
+    suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "1" and suite.get("tests") == "5"
+    (case,) = [c for c in suite.iter("testcase") if c.get("name") == "test_gate"]
+    failure = case.find("failure")
+    assert failure is not None and "project rule" in (failure.get("message") or "")
+
+
+def test_a_partial_run_never_says_passed_and_names_what_it_could_not_judge(
+    pytester: pytest.Pytester,
+) -> None:
+    make_project(pytester)
+    pytester.runpytest("--search-eval", "--search-eval-update-baseline", "-p", "no:cacheprovider")
+    result = pytester.runpytest("--search-eval", "-k", "q1", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    out = result.stdout.str()
+    assert "gate: PASSED" not in out
+    result.stdout.fnmatch_lines(
+        [
+            "gate: NOT JUDGED (partial run (selected tests only): could not judge "
+            "hybrid nDCG@10 vs baseline, hybrid R@20 vs baseline, hybrid >= lexical on nDCG@10, "
+            "hybrid >= lexical on R@20, hybrid no-result accuracy vs baseline; no rule failed)"
+        ]
+    )
+    md = (pytester.path / "searcheval-report" / "report-partial.md").read_text()
+    assert "**Gate: not judged**" in md and "Gate: passed" not in md

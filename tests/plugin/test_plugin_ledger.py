@@ -78,7 +78,7 @@ def test_new_failure_of_a_test_that_passed_in_the_baseline_fails(
     assert baseline["known_failures"] == {"queries": {}, "invariants": {}}
     monkeypatch.setenv("SEARCHEVAL_FAKE", "stuff")
     result = pytester.runpytest(*ARGS)
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=3, failed=2)  # and test_gate: the gate fails
     result.stdout.fnmatch_lines(["*regression: this test passed in the baseline"])
     report = read_report(pytester)
     assert report["queries"]["q3"]["ledger"] == "new"
@@ -95,7 +95,7 @@ def test_a_run_gating_another_profile_is_not_judged_by_the_baselines_outcomes(
     assert baseline["run"]["gated_profile"] == "hybrid"  # type: ignore[index]
     monkeypatch.setenv("SEARCHEVAL_FAKE", "stuff")
     result = pytester.runpytest(*ARGS, "--search-eval-gated-profile=lexical")
-    result.assert_outcomes(passed=2, failed=2)  # q3, and q1 on the fake's lexical ranking
+    result.assert_outcomes(passed=2, failed=3)  # q3, q1 on the fake's lexical ranking, test_gate
     result.stdout.fnmatch_lines(
         [
             "*not judged by the baseline's known failures: they were recorded on the gated "
@@ -133,7 +133,7 @@ def test_hard_filter_violation_is_never_excused(
     baseline = _rebaseline(pytester)
     assert "q2" in baseline["known_failures"]["queries"]  # type: ignore[index]
     result = pytester.runpytest(*ARGS)
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=3, failed=2)  # and test_gate: the gate fails
     result.stdout.fnmatch_lines(
         [
             "*hard-filter violation at rank 1: d2*",

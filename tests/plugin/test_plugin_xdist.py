@@ -79,27 +79,52 @@ def test_latency_tests_gate_p95_and_p99(
     )
 
 
-def test_latency_tests_skip_under_xdist_with_a_reason(pytester: pytest.Pytester) -> None:
+def test_latency_is_gated_under_xdist_as_in_a_serial_run(pytester: pytest.Pytester) -> None:
+    # pytest-benchmark disables itself on xdist workers; the latency test times its rounds
+    # itself there instead of skipping, so `-n 2` gates p95 and p99 as a serial run does.
     make_project(pytester)
     result = pytester.runpytest_subprocess(
-        "--search-eval", "-n", "2", "--search-eval-latency-p95-ms", "1000", "-rs"
-    )
+        "--search-eval", "-n", "2", "--search-eval-latency-p95-ms", "1000",
+        "--search-eval-latency-rounds", "20", "-rs",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(
         [
-            "latency hybrid: not measured: pytest-benchmark is disabled under pytest-xdist; "
-            "rerun the latency test serially (-p no:xdist or -n 0)",
-            "*[[]skipped[]] latency budgets: not measured: pytest-benchmark is disabled under*",
+            "latency hybrid: p50 * ms, p95 * ms, p99 * ms over 20 requests",
+            "*[[]passed[]] latency budgets: hybrid p95 * ms (budget 1000)",
+        ]
+    )
+    latency = read_report(pytester)["latency_tests"]["hybrid"]
+    assert latency["n"] == 20 and len(latency["samples_ms"]) == 20
+    assert latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]
+    slow = pytester.runpytest_subprocess(
+        "--search-eval", "-n", "2", "--search-eval-latency-p99-ms", "0.0001",
+        "--search-eval-latency-rounds", "10",
+    )  # fmt: skip
+    assert slow.ret == 1
+    slow.stdout.fnmatch_lines(
+        ["*latency of profile 'hybrid' over budget (10 requests, *): p99 * ms > budget 0.0001 ms"]
+    )
+
+
+def test_a_benchmark_switched_off_leaves_the_budgets_unmeasured_and_fails_a_strict_gate(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    make_project(pytester)
+    args = ("--search-eval", "-p", "no:xdist", "--search-eval-latency-p95-ms", "1000")
+    result = pytester.runpytest_subprocess(*args, "--benchmark-disable", "-rs")
+    result.stdout.fnmatch_lines(
+        [
+            "latency hybrid: not measured: pytest-benchmark is disabled (--benchmark-disable)",
+            "*[[]skipped[]] latency budgets: not measured: pytest-benchmark is disabled*",
         ]
     )
     result.assert_outcomes(passed=4, skipped=1)
     # Budgets that were not measured fail a strict gate instead of passing quietly.
     strict = pytester.runpytest_subprocess(
-        "--search-eval",
-        "-n",
-        "2",
-        "--search-eval-latency-p95-ms",
-        "1000",
-        "--search-eval-strict-baseline",
+        *args, "--benchmark-disable", "--search-eval-strict-baseline"
     )
     strict.stdout.fnmatch_lines(["*[[]failed[]] latency budgets: not measured:*(strict)"])
     assert strict.ret == 1

@@ -251,3 +251,18 @@ def test_latency_budget_not_measured_fails_only_when_strict() -> None:
     strict = dataclasses.replace(cfg, strict_baseline=True)
     rule = {r.name: r for r in evaluate(report, BASE, strict, integrity=OK)}["latency budgets"]
     assert rule.status == "failed"
+
+
+def test_suggested_tags_differ_for_every_changed_baseline_and_name_the_collection() -> None:
+    from pytest_searcheval.baseline.gate import suggested_tag
+
+    first = make_baseline(_report(ndcg=0.7, recall=0.8, nra=0.9), CFG, None)
+    second = make_baseline(_report(ndcg=0.72, recall=0.8, nra=0.9), CFG, None)
+    tag = suggested_tag(first)
+    assert tag.startswith("searcheval-t-") and len(tag) == len("searcheval-t-") + 12
+    # A second re-baseline that changed a number never reuses the first one's tag ...
+    assert suggested_tag(second) != tag
+    # ... an unchanged one names the same tag, whatever tag the file held before.
+    assert suggested_tag({**first, "tag": "old"}) == tag
+    odd = {**first, "collection": {**first["collection"], "name": "My set: v2/"}}
+    assert suggested_tag(odd).startswith("searcheval-My-set-v2-")
