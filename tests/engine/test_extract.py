@@ -308,3 +308,32 @@ def test_extracted_values_always_validate() -> None:
 )
 def test_negated_cues(query: str, expected: dict[str, str]) -> None:
     assert extract_constraints(query, ASSETS)[0] == expected
+
+
+SHIPPED_QUERIES = Path(__file__).parents[2] / "qrels" / "queries.yaml"
+EXPECTED = Path(__file__).parent / "extract_expected.json"
+
+
+def _shipped_extractions() -> dict[str, dict[str, object]]:
+    import yaml
+
+    out: dict[str, dict[str, object]] = {}
+    for q in yaml.safe_load(SHIPPED_QUERIES.read_text(encoding="utf-8")):
+        found = extract(q["text"], ASSETS)
+        out[q["id"]] = {"text": q["text"], "filters": found.filters, "remaining": found.text}
+    return out
+
+
+def test_shipped_queries_extract_as_recorded() -> None:
+    """Every golden query gives the filters and remaining text recorded in
+    ``extract_expected.json``; a change to any rule that moves one of them shows up here.
+    After a deliberate change, rewrite the file with
+    ``python -c "import json,tests.engine.test_extract as t;
+    t.EXPECTED.write_text(json.dumps(t._shipped_extractions(), indent=1, sort_keys=True)+chr(10))"``
+    and review its diff."""
+    import json
+
+    expected = json.loads(EXPECTED.read_text(encoding="utf-8"))
+    got = _shipped_extractions()
+    changed = {k: (expected.get(k), v) for k, v in got.items() if expected.get(k) != v}
+    assert not changed and set(expected) == set(got), changed
