@@ -167,8 +167,7 @@ def write_beir(root: Path, *, docs: int, queries: int, seed: int) -> dict[str, A
         for i in range(queries):
             for d in rng.integers(0, docs, size=3).tolist():
                 fh.write(f"q{i}\tc{d}\t{int(rng.integers(1, 3))}\n")
-    (root / "beir-conftest").mkdir()
-    (root / "beir-conftest" / "conftest.py").write_text(BEIR_CONFTEST.format(docs=docs))
+    (coll / "conftest.py").write_text(BEIR_CONFTEST.format(docs=docs))
     return {"docs": docs, "queries": queries, "bytes": (coll / "corpus.jsonl").stat().st_size}
 
 
@@ -304,12 +303,11 @@ def run_beir(root: Path, rounds: int) -> dict[str, Any]:
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--search-eval",
         f"--search-eval-collection={root / 'beir'}", "--search-eval-target=auto",
         f"--search-eval-report-dir={root / 'beir-report'}", "--search-eval-history=off",
-        "--search-eval-split=test", "--rootdir", str(root / "beir-conftest"),
-        str(root / "beir-conftest"),
+        "--search-eval-split=test",
     ]  # fmt: skip
     out: dict[str, list[float]] = {"wall": [], "rss": []}
     for _ in range(rounds):
-        wall, peak, failure = measure(cmd, root / "beir-conftest", env)
+        wall, peak, failure = measure(cmd, root / "beir", env)
         if failure:
             print(f"beir: the plugin failed:\n{failure}", file=sys.stderr)
             sys.exit(2)
