@@ -96,6 +96,9 @@ class RankedResponse(SearchResponse):
     """A run file's answer to one query: its ids and scores, ``hits`` made on first use (a
     ``Hit`` per result per query was a third of a 5,000-query evaluation of two runs)."""
 
+    _ids: list[str]
+    _scores: np.ndarray[Any, Any]
+
     def __init__(self, ids: list[str], scores: np.ndarray[Any, Any]) -> None:
         object.__setattr__(self, "_ids", ids)
         object.__setattr__(self, "_scores", scores)
@@ -105,13 +108,13 @@ class RankedResponse(SearchResponse):
         # distinct ids in trec_eval's order already (read_trec_run_ranked): scored as they are
         object.__setattr__(self, "meta", {"whole": True})
 
-    @property  # type: ignore[override]
+    @property
     def hits(self) -> tuple[Hit, ...]:
-        made = self.__dict__.get("_hits")
+        made: tuple[Hit, ...] | None = self.__dict__.get("_hits")
         if made is None:
             made = tuple(map(Hit, self._ids, self._scores.tolist()))
             object.__setattr__(self, "_hits", made)
-        return made  # type: ignore[no-any-return]
+        return made
 
     @property
     def ids(self) -> list[str]:
