@@ -19,9 +19,10 @@ from collections.abc import Collection as Collection_
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where runs are ranked: loading a collection needs none
+    import numpy as np
 
 from pytest_searcheval.collection.io import (
     DEFAULT_MAX_FILE_BYTES,
@@ -452,6 +453,8 @@ class RankedRun:
     sha256: str = ""
 
     def ids(self, qid: str) -> list[str]:
+        import numpy as np
+
         start, stop = self.spans.get(qid, (0, 0))
         chunk = self.docs[start:stop]
         if self.ascii:
@@ -499,6 +502,8 @@ def read_trec_run_ranked(
 
 def _ranked_fast(path: Path, max_line_bytes: int, digest: Any) -> RankedRun | None:
     """The vectorised reader; ``None`` for anything it does not accept exactly."""
+    import numpy as np
+
     try:
         fh, _ = open_regular(path, DEFAULT_MAX_FILE_BYTES)
     except (InputRefused, OSError):
@@ -543,6 +548,8 @@ def _columns(
     data: bytes, max_line_bytes: int
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
     """(qids, docids, scores) of whole lines of ASCII text, or ``None``."""
+    import numpy as np
+
     raw = np.frombuffer(data, dtype=np.uint8)
     newline = raw == 10
     space = (raw == 32) | (raw == 9) | (raw == 13) | newline
@@ -579,6 +586,8 @@ def _rank(
     """Group the lines by query (a query split over several blocks is gathered), then rank by score
     descending, ties by docid descending (bytes order: strcmp's, as in trec_eval); ``None`` when
     a query lists a document twice."""
+    import numpy as np
+
     n = len(qids)
     change = np.flatnonzero(qids[1:] != qids[:-1]) + 1 if n else np.array([], dtype=np.int64)
     bounds = np.concatenate(([0], change, [n])).astype(np.int64)
@@ -604,6 +613,8 @@ def _rank(
 
 
 def _ranked_from_mapping(run: Mapping[str, Mapping[str, float]]) -> RankedRun:
+    import numpy as np
+
     qids = [q.encode("utf-8") for q, docs in run.items() for _ in docs]
     docs = [d.encode("utf-8") for ranked in run.values() for d in ranked]
     values = [s for ranked in run.values() for s in ranked.values()]
