@@ -288,9 +288,11 @@ class InvariantCase:
         return outcome
 
 
-class _Verdict:
-    """Collects problems (structured reasons) and details while a check runs, then becomes an
-    outcome."""
+class Verdict:
+    """What a case's check builds while it runs: ``fail(text, code=..., subject=...)`` records
+    one problem as a structured reason (the known-failure ledger compares code and subject),
+    ``note(line)`` adds context to the message, ``skip(reason)`` and ``done()`` return the
+    :class:`InvariantOutcome`. Public: a conftest's own invariants use it."""
 
     def __init__(self, case_id: str, invariant: str, headline: str) -> None:
         self.case_id = case_id

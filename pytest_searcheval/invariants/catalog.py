@@ -20,7 +20,7 @@ from pytest_searcheval.invariants.base import (
     _shared,
     _show_ids,
     _title,
-    _Verdict,
+    Verdict,
     profile_of,
 )
 from pytest_searcheval.jsonsafe import json_safe
@@ -98,7 +98,7 @@ def check_duplicate_resistance(
     displace: are in the new top ``duplicate_k`` above a listing that was in the top
     ``duplicate_k`` before the insertion (copies may fill slots nothing genuine held)."""
     cid = f"duplicate-resistance-{doc_id}"
-    v = _Verdict(
+    v = Verdict(
         cid,
         "duplicate-resistance",
         f"{_qline(query, profile_of(settings))}: genuine {doc_id!r} ({_title(coll, doc_id)}) "
@@ -187,7 +187,7 @@ def check_deletion_isolation(
     """
     cid = f"deletion-isolation-{subject.id}"
     what = f"its known item {doc_id!r} ({_title(coll, doc_id)})" if doc_id else "its rank-1 result"
-    v = _Verdict(
+    v = Verdict(
         cid,
         "deletion-isolation",
         f"{_qline(subject, profile_of(settings))}: delete {what}, "
@@ -290,7 +290,7 @@ def check_conformance_case(
     from pytest_searcheval.x402.oracle import violations
 
     cid = f"filter-conformance-{case.id}"
-    v = _Verdict(
+    v = Verdict(
         cid,
         "filter-conformance",
         f"conformance case {case.id}: query {case.query!r}, filters "

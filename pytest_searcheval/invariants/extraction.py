@@ -14,7 +14,7 @@ from pytest_searcheval.invariants.base import (
     _queries,
     _Searcher,
     _shared,
-    _Verdict,
+    Verdict,
     profile_of,
 )
 from pytest_searcheval.targets import SearchTarget
@@ -89,7 +89,7 @@ def check_extraction(
     ``extraction_min_accuracy``; ``"spurious"``: at most ``extraction_max_spurious`` spurious
     filters over the split. Skipped when the target extracted nothing from any query."""
     cid = f"constraint-extraction-{field_name}"
-    v = _Verdict(cid, "constraint-extraction", f"constraint extraction: {field_name}")
+    v = Verdict(cid, "constraint-extraction", f"constraint extraction: {field_name}")
     counts = _shared(target, "extraction", lambda: extraction_counts(target, coll, settings))
     if not counts["any_extracted"]:
         return v.skip("the target extracted no filter from any query (no extraction to measure)")

@@ -22,7 +22,7 @@ from pytest_searcheval.invariants.base import (
     _shared,
     _show_ids,
     _title,
-    _Verdict,
+    Verdict,
     profile_of,
 )
 from pytest_searcheval.targets import SearchTarget
@@ -41,7 +41,7 @@ def check_known_item(
     """The known item of ``query`` is at rank <= max_rank."""
     bound = max_rank or settings.known_item_max_rank
     cid = f"known-item-stability-{query.id}"
-    v = _Verdict(cid, "known-item-stability", _qline(query, profile_of(settings)))
+    v = Verdict(cid, "known-item-stability", _qline(query, profile_of(settings)))
     search = _Searcher(target, profile_of(settings), cache=True)
     ids = search(query.text, limit=max(settings.limit, bound)).ids
     rank = _rank(ids, doc_id)
@@ -67,7 +67,7 @@ def check_known_items_reindex(
     """On an isolated clone: every known item at rank <= max_rank before a re-index is still
     there after it. Rank changes and top-k changes of the same queries are counted too."""
     cid = "known-item-stability-reindex"
-    v = _Verdict(cid, "known-item-stability", "known items across a re-index of unchanged content")
+    v = Verdict(cid, "known-item-stability", "known items across a re-index of unchanged content")
     queries = [coll.queries[q] for q in sorted(items) if q in coll.queries]
     if not queries:
         return v.skip("no query of the split has a known item")
@@ -122,7 +122,7 @@ def check_paraphrase_churn(
 
     cid = f"paraphrase-churn-{group}"
     k = settings.churn_k
-    v = _Verdict(
+    v = Verdict(
         cid,
         "paraphrase-churn",
         f"paraphrase group {group} ({', '.join(q.id for q in members)}; profile "
@@ -306,7 +306,7 @@ def check_filter_monotonicity(
     only (``extract=False``), so the chain is exactly what is listed. Each step must add no
     result and invert at most ``max_inversions`` pairs (see :func:`check_monotonic_step`)."""
     cid = f"filter-monotonicity-{query.id}"
-    v = _Verdict(cid, "filter-monotonicity", _qline(query, profile_of(settings)))
+    v = Verdict(cid, "filter-monotonicity", _qline(query, profile_of(settings)))
     search = _Searcher(target, profile_of(settings), cache=True)
     limit = settings.chain_limit
     chain: list[dict[str, Any]] = [{}]
@@ -399,7 +399,7 @@ def check_threshold_compliance(
     * an unanswerable query (``expect.no_result`` or class ``no-result``) returns nothing.
     """
     cid = f"threshold-compliance-{query.id}"
-    v = _Verdict(cid, "threshold-compliance", _qline(query, profile_of(settings)))
+    v = Verdict(cid, "threshold-compliance", _qline(query, profile_of(settings)))
     keys = _filter_keys(coll)
     explicit = {k: val for k, val in query.constraints.items() if k in keys}
     search = _Searcher(target, profile_of(settings), cache=True)
