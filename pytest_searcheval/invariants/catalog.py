@@ -13,6 +13,7 @@ from pytest_searcheval.invariants.base import (
     NOT_MUTABLE,
     InvariantOutcome,
     InvariantSettings,
+    Verdict,
     _clone,
     _qline,
     _rank,
@@ -20,7 +21,6 @@ from pytest_searcheval.invariants.base import (
     _shared,
     _show_ids,
     _title,
-    Verdict,
     profile_of,
 )
 from pytest_searcheval.jsonsafe import json_safe

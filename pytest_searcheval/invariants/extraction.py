@@ -11,10 +11,10 @@ from pytest_searcheval.invariants.base import (
     EXTRACTION_FIELDS,
     InvariantOutcome,
     InvariantSettings,
+    Verdict,
     _queries,
     _Searcher,
     _shared,
-    Verdict,
     profile_of,
 )
 from pytest_searcheval.targets import SearchTarget

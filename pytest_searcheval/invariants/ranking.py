@@ -15,6 +15,7 @@ from pytest_searcheval.invariants.base import (
     NOT_MUTABLE,
     InvariantOutcome,
     InvariantSettings,
+    Verdict,
     _clone,
     _qline,
     _rank,
@@ -22,7 +23,6 @@ from pytest_searcheval.invariants.base import (
     _shared,
     _show_ids,
     _title,
-    Verdict,
     profile_of,
 )
 from pytest_searcheval.targets import SearchTarget
