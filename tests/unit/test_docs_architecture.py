@@ -107,7 +107,8 @@ def test_the_newcomers_conftest_example_runs(pytester: Any) -> None:
         "search_eval_measures = nDCG@10,FirstRelevant\nsearch_eval_bootstrap_samples = 50\n"
         "search_eval_permutations = 50\n"
     )
-    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "-rA")
+    # a subprocess: the example registers a measure and a family in process-wide registries
+    result = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider", "-rA")
     out = result.stdout.str()
     # query 3's top result d3 has no title: the invariant fails and says which
     assert "FAILED" in out and "test_invariant[top-result-has-title-all]" in out
