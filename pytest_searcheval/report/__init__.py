@@ -33,6 +33,7 @@ from pytest_searcheval.report.text import (
     quality_lines,
     relevance_lines,
     shown_measures,
+    shows_latency,
     terminal_lines,
     to_json,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "quality_lines",
     "relevance_lines",
     "shown_measures",
+    "shows_latency",
     "terminal_lines",
     "to_json",
 ]

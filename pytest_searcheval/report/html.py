@@ -23,6 +23,7 @@ from pytest_searcheval.report import (
     history,
     ledger_lines,
     shown_measures,
+    shows_latency,
 )
 from pytest_searcheval.report.query_table import query_table
 from pytest_searcheval.settings import GATED_MEASURES
@@ -268,11 +269,16 @@ def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
     measures = shown_measures(run["measures"])
     parts.append("<h2>Profiles</h2><table><tr><th>profile</th>")
     parts += [f"<th>{_e(m)}</th>" for m in measures]
-    parts.append("<th>no-result acc.</th><th>p95 ms</th><th>violations</th></tr>")
+    latency = shows_latency(report)
+    parts.append(
+        "<th>no-result acc.</th>"
+        + ("<th>p95 ms</th>" if latency else "")
+        + "<th>violations</th></tr>"
+    )
     for p, e in report["profiles"].items():
         if not e["available"]:
             parts.append(
-                f"<tr><td>{_e(p)}</td><td colspan='{len(measures) + 3}'>unavailable: "
+                f"<tr><td>{_e(p)}</td><td colspan='{len(measures) + 2 + latency}'>unavailable: "
                 f"{_e(e['reason'])}</td></tr>"
             )
             continue
@@ -283,8 +289,8 @@ def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
         parts.append(
             f"<tr><td>{_e(p)}</td>{cells}"
             f"<td class='num'>{format_number(e['no_result']['accuracy'])}</td>"
-            f"<td class='num'>{'-' if p95 is None else f'{p95:.1f}'}</td>"
-            f"<td class='num'>{e['hard_filter_violations']}</td></tr>"
+            + (f"<td class='num'>{'-' if p95 is None else f'{p95:.1f}'}</td>" if latency else "")
+            + f"<td class='num'>{e['hard_filter_violations']}</td></tr>"
         )
     parts.append("</table>")
     if report["comparisons"]:

@@ -167,6 +167,12 @@ def relevance_lines(report: Mapping[str, Any]) -> list[str]:
     return [line]
 
 
+def shows_latency(report: Mapping[str, Any]) -> bool:
+    """Whether the profile tables have a latency column: not for run files, whose "searches"
+    are lookups in a file read at start (their timings say nothing about a search system)."""
+    return ((report.get("environment") or {}).get("target") or {}).get("target") != "run"
+
+
 def terminal_lines(report: Mapping[str, Any]) -> list[str]:
     """The terminal section: profile x measure (95% CI), per-class table, comparisons, gate."""
     run = report["run"]
@@ -177,10 +183,11 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
         f"(mean [95% bootstrap CI], n={run['bootstrap']['samples']})"
     ]
     measures = shown_measures(run["measures"])
+    latency = shows_latency(report)
     body: list[list[str]] = []
     for p, entry in report["profiles"].items():
         if not entry["available"]:
-            body.append([p, *(["-"] * (len(measures) + 2)), "unavailable"])
+            body.append([p, *(["-"] * (len(measures) + 1 + latency)), "unavailable"])
             continue
         nra = entry["no_result"]["accuracy"]
         p95 = entry["latency_ms"]["p95"]
@@ -189,11 +196,12 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
                 p,
                 *[format_interval(entry["measures"][m]) for m in measures],
                 format_number(nra),
-                "-" if p95 is None else f"{p95:.1f}",
+                *(["-" if p95 is None else f"{p95:.1f}"] if latency else []),
                 str(entry["hard_filter_violations"]),
             ]
         )
-    lines += _table(["profile", *measures, "no-result", "p95 ms", "viol."], body)
+    header = ["profile", *measures, "no-result", *(["p95 ms"] if latency else []), "viol."]
+    lines += _table(header, body)
     lines += relevance_lines(report)
     for p, entry in report["profiles"].items():
         if not entry["available"]:
@@ -282,11 +290,22 @@ def markdown(report: Mapping[str, Any]) -> str:
             out.append(f"- `{rule['status']}` {rule['name']}: {rule['detail']}")
         out.append("")
     measures = shown_measures(run["measures"])
-    out.append("| profile | " + " | ".join(measures) + " | no-result acc. | p95 ms | violations |")
-    out.append("|---" * (len(measures) + 4) + "|")
+    latency = shows_latency(report)
+    out.append(
+        "| profile | "
+        + " | ".join(measures)
+        + (
+            " | no-result acc. | p95 ms | violations |"
+            if latency
+            else " | no-result acc. | violations |"
+        )
+    )
+    out.append("|---" * (len(measures) + 3 + latency) + "|")
     for p, e in report["profiles"].items():
         if not e["available"]:
-            out.append(f"| {p} | unavailable: {e['reason']} |" + " |" * (len(measures) + 2))
+            out.append(
+                f"| {p} | unavailable: {e['reason']} |" + " |" * (len(measures) + 1 + latency)
+            )
             continue
         cells = [format_interval(e["measures"][m]) for m in measures]
         p95 = e["latency_ms"]["p95"]
@@ -294,7 +313,7 @@ def markdown(report: Mapping[str, Any]) -> str:
             f"| {p} | "
             + " | ".join(cells)
             + f" | {format_number(e['no_result']['accuracy'])}"
-            + f" | {'-' if p95 is None else f'{p95:.1f}'}"
+            + (f" | {'-' if p95 is None else f'{p95:.1f}'}" if latency else "")
             + f" | {e['hard_filter_violations']} |"
         )
     gated = run["gated_profile"]
