@@ -174,6 +174,8 @@ class ProfileEntry(TypedDict):
     evaluated: NotRequired[int]
     no_result: NotRequired[NoResult]
     hard_filter_violations: NotRequired[int]
+    #: results that are no document of the corpus (reason code unknown-document)
+    unknown_documents: NotRequired[int]
     results_checked: NotRequired[int]
     constraint_breaks: NotRequired[int]
     latency_ms: NotRequired[LatencySummary]

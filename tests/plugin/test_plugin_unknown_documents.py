@@ -1,0 +1,69 @@
+"""A result the corpus does not hold is its own reason: counted apart from hard-filter
+violations, failing only its query test, and excusable by the baseline's ledger."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from plugin_helpers import read_report
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = """
+import pytest
+from pytest_searcheval.targets import CallableTarget, Hit, SearchResponse
+
+
+def search(query, *, profile, limit, filters=None, extract=True):
+    # query 2 is answered from a live index ahead of the corpus: "d9" is not in corpus.jsonl
+    ids = ["d9", "d2"] if query == "green pears" else ["d1", "d2"]
+    return SearchResponse(hits=tuple(Hit(d, 1.0 / (i + 1)) for i, d in enumerate(ids[:limit])))
+
+
+@pytest.fixture(scope="session")
+def searcheval_target():
+    return CallableTarget(search, profiles=("default",))
+"""
+
+
+def _project(pytester: pytest.Pytester) -> None:
+    docs = {"d1": "red apples", "d2": "green pears"}
+    (pytester.path / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d, "title": t, "text": t}) + "\n" for d, t in docs.items())
+    )
+    queries = {"1": "red apples", "2": "green pears"}
+    (pytester.path / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items())
+    )
+    (pytester.path / "qrels").mkdir()
+    (pytester.path / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n1\td1\t1\n2\td2\t1\n"
+    )
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini(
+        "[pytest]\nsearch_eval_collection = .\nsearch_eval_profiles = default\n"
+        "search_eval_bootstrap_samples = 50\nsearch_eval_permutations = 50\n"
+    )
+
+
+def test_an_unknown_document_is_counted_apart_and_excused_by_the_ledger(
+    pytester: pytest.Pytester,
+) -> None:
+    _project(pytester)
+    first = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider", "-rA")
+    out = first.stdout.str()
+    assert "FAILED queries.jsonl::test_query[2]" in out
+    assert "'d9' is not a document of the corpus" in out
+    assert "[passed] hard filters respected" in out
+    assert "1 results are no document of the corpus" in out
+    entry = read_report(pytester)["profiles"]["default"]
+    assert (entry["hard_filter_violations"], entry["unknown_documents"]) == (0, 1)
+
+    # Recorded in a baseline, the same result is a known failure (xfail), not a new one.
+    update = pytester.runpytest_subprocess(
+        "--search-eval", "--search-eval-update-baseline", "-p", "no:cacheprovider"
+    )
+    assert (pytester.path / "baselines" / "baseline.json").is_file(), update.stdout.str()[-2000:]
+    again = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider", "-rA")
+    assert "XFAIL queries.jsonl::test_query[2]" in again.stdout.str(), again.stdout.str()[-3000:]
