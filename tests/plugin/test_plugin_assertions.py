@@ -280,7 +280,7 @@ def test_assertion_messages_show_the_ranking_grades_and_baseline(
             "E             1  d1  grade 3    Skyline weather forecast",
             "E         ->  2  d5  grade 2    Rain forecast",
             "E             3  d3  grade 1    Almanac weather history",
-            "E         baseline ranking (searcheval-v*):",
+            "E         baseline ranking (searcheval-*):",
             "E             1  d1  grade 3    Skyline weather forecast",
         ]
     )
