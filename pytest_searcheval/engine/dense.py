@@ -89,6 +89,9 @@ def ensure_hnsw(conn: Connection[Any], params: DenseParams) -> float:
     started = time.perf_counter()
     # HNSW builds far faster when the graph fits in maintenance_work_mem (pgvector docs).
     conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (params.build_memory,))
+    # A build takes minutes at a million listings (docs/performance.md); the session's
+    # statement timeout (db.connection_kwargs) bounds the statements that serve requests.
+    conn.execute("SELECT set_config('statement_timeout', '0', true)")
     conn.execute(
         sql.SQL(
             "CREATE INDEX {} ON embeddings USING hnsw (embedding vector_cosine_ops)"

@@ -48,7 +48,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pytest_searcheval.engine import migrate as _migrate
-from pytest_searcheval.engine.db import vector_schema
+from pytest_searcheval.engine.db import connection_kwargs, vector_schema
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -642,9 +642,10 @@ class IsolatedSchema:
             reset=reset,
             open=True,
             name=self.name,
-            # libpq's floor is 2 s; a new connection to a server that went away fails in that
-            # time instead of the TCP default, while borrowers wait only wait_seconds.
-            kwargs={"connect_timeout": max(2, math.ceil(self.wait_seconds))},
+            # A new connection to a server that went away fails within connect_timeout instead
+            # of the TCP default, while borrowers wait only wait_seconds; every statement,
+            # lock wait and commit is bounded and durable as db.connection_kwargs says.
+            kwargs=connection_kwargs(self.dsn, connect_timeout=self.wait_seconds),
         )
         pool.wait(timeout=30.0)
         return pool

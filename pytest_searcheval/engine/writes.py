@@ -201,12 +201,16 @@ class EngineWrites:
         conn.commit()
         conn.autocommit = True
         try:
+            # as long as a build (dense.ensure_hnsw); RESET returns to the session's bound
+            conn.execute("SET statement_timeout = 0")
             conn.execute(
                 sql.SQL("REINDEX INDEX CONCURRENTLY {}").format(
                     sql.Identifier(self.schema.name, dense.HNSW_INDEX)
                 )
             )
         finally:
+            if not conn.closed:
+                conn.execute("RESET statement_timeout")
             conn.autocommit = False
         self._recall = None
         if self.settings.recall_sample > 0:
