@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import httpcore  # noqa: F401  (see below)
 import numpy  # noqa: F401  (see below)
 import pytest
 
@@ -26,6 +27,10 @@ import pytest
 # C extension cannot be loaded twice in one process, so the second in-process run that computes a
 # measure would fail with "cannot load module more than once". The core plugin imports numpy only
 # when it computes, so it is imported here, before any pytester snapshot is taken.
+# httpx imports httpcore only when a client is built and keeps the first httpcore's exception
+# classes in its error map: an httpcore first imported inside an in-process run is dropped,
+# the next client imports a second one, and its errors escape httpx's mapping as raw
+# httpcore.ConnectError / ReadTimeout (test_targets failed so under -n 2 on 2026-12-01).
 
 if TYPE_CHECKING:
     from pytest_searcheval.engine.db import EmbeddedServer, ExternalServer
