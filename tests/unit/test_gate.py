@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 import pytest
+from gate_data import CFG, HASHES, OK, report
 
 from pytest_searcheval.baseline.gate import (
     Rule,
@@ -17,36 +18,7 @@ from pytest_searcheval.baseline.gate import (
 )
 from pytest_searcheval.settings import SearchEvalConfig
 
-CFG = SearchEvalConfig(
-    enabled=True, profiles=("lexical", "hybrid"), gated_profile="hybrid", gate_over="lexical"
-)
-OK = Rule("baseline matches its git tag", "passed", "ok")
-HASHES = {"corpus": "sha256:a", "queries": "sha256:b", "judgments": "sha256:c"}
-
-
-def _profile(ndcg: float, recall: float, nra: float = 1.0, violations: int = 0) -> dict[str, Any]:
-    cell = lambda v: {"mean": v, "low": v - 0.05, "high": v + 0.05, "n": 10}  # noqa: E731
-    return {
-        "available": True,
-        "reason": None,
-        "measures": {"nDCG@10": cell(ndcg), "R@20": cell(recall)},
-        "no_result": {"accuracy": nra},
-        "hard_filter_violations": violations,
-        "results_checked": 100,
-    }
-
-
-def _report(**hybrid: Any) -> dict[str, Any]:
-    return {
-        "run": {"complete": True, "conventions": conventions(CFG), "gated_profile": CFG.gated},
-        "profiles": {"lexical": _profile(0.5, 0.6), "hybrid": _profile(**hybrid)},
-        "collection": {"name": "t", "version": 1, "hashes": dict(HASHES)},
-        "model": {"id": "m", "revision": "r1"},
-        "queries": {
-            "q1": {"profiles": {"hybrid": {"measures": {"nDCG@10": 0.7}, "ids": ["a", "b"]}}}
-        },
-        "invariants": {},
-    }
+_report = report
 
 
 def _rules(report: dict[str, Any], baseline: dict[str, Any] | None) -> dict[str, Rule]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from gate_data import CFG, OK, report
 
 from pytest_searcheval.baseline import gate
 from pytest_searcheval.baseline.gate import (
@@ -22,38 +23,9 @@ from pytest_searcheval.baseline.gate import (
 )
 from pytest_searcheval.settings import SearchEvalConfig
 
-CFG = SearchEvalConfig(
-    enabled=True, profiles=("lexical", "hybrid"), gated_profile="hybrid", gate_over="lexical"
-)
-OK = Rule("baseline matches its git tag", "passed", "ok")
-HASHES = {"corpus": "sha256:a", "queries": "sha256:b", "judgments": "sha256:c"}
-
-
-def _profile(ndcg: float, recall: float, nra: float = 1.0, violations: int = 0) -> dict[str, Any]:
-    def cell(v: float) -> dict[str, Any]:
-        return {"mean": v, "low": v - 0.05, "high": v + 0.05, "n": 10}
-
-    return {
-        "available": True,
-        "reason": None,
-        "measures": {"nDCG@10": cell(ndcg), "R@20": cell(recall)},
-        "no_result": {"accuracy": nra},
-        "hard_filter_violations": violations,
-        "results_checked": 100,
-    }
-
 
 def _report(ndcg: float = 0.7, recall: float = 0.8, nra: float = 0.9) -> dict[str, Any]:
-    return {
-        "run": {"complete": True, "conventions": conventions(CFG), "gated_profile": CFG.gated},
-        "profiles": {"lexical": _profile(0.5, 0.6), "hybrid": _profile(ndcg, recall, nra)},
-        "collection": {"name": "t", "version": 1, "hashes": dict(HASHES)},
-        "model": {"id": "m", "revision": "r1"},
-        "queries": {
-            "q1": {"profiles": {"hybrid": {"measures": {"nDCG@10": 0.7}, "ids": ["a", "b"]}}}
-        },
-        "invariants": {},
-    }
+    return report(ndcg=ndcg, recall=recall, nra=nra)
 
 
 BASE = make_baseline(_report(), CFG, "v1")
