@@ -45,7 +45,6 @@ from typing import Any
 from pytest_searcheval.collection.model import Collection, Query
 from pytest_searcheval.invariants.base import (
     EXTRACTION_FIELDS,
-    INVARIANTS,
     NOT_MUTABLE,
     InvariantCase,
     InvariantFailure,
@@ -78,12 +77,12 @@ from pytest_searcheval.invariants.ranking import (
     check_threshold_compliance,
     inversions,
 )
-from pytest_searcheval.invariants.registry import cases_for, invariant
+from pytest_searcheval.invariants.registry import FAMILIES, cases_for, family_of, invariant, names
 from pytest_searcheval.targets import SearchTarget
 
 __all__ = [
     "EXTRACTION_FIELDS",
-    "INVARIANTS",
+    "FAMILIES",
     "NOT_MUTABLE",
     "InvariantCase",
     "InvariantFailure",
@@ -106,9 +105,11 @@ __all__ = [
     "clear_caches",
     "conformance_dir",
     "extraction_counts",
+    "family_of",
     "invariant",
     "inversions",
     "known_items",
+    "names",
     "near_duplicate",
     "record_of",
     "run_conformance",
@@ -371,7 +372,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     extraction: dict[str, Any] | None = None
     for rec in records:
         cid = str(rec.get("id", ""))
-        name = str(rec.get("invariant") or _family(cid))
+        name = str(rec.get("invariant") or family_of(cid) or cid)
         status = str(rec.get("status") or ("passed" if rec.get("passed") else "failed"))
         row = per.setdefault(
             name, {"cases": 0, "passed": 0, "failed": 0, "skipped": 0, "failing": []}
@@ -403,10 +404,3 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "conformance": conformance,
         "extraction": extraction,
     }
-
-
-def _family(case_id: str) -> str:
-    for name in INVARIANTS:
-        if case_id.startswith(name + "-"):
-            return name
-    return case_id

@@ -24,17 +24,6 @@ from pytest_searcheval.targets import (
     TargetUnavailable,
 )
 
-#: Invariant names; every case id is ``<name>-<subject>``.
-INVARIANTS: tuple[str, ...] = (
-    "known-item-stability",
-    "paraphrase-churn",
-    "filter-monotonicity",
-    "threshold-compliance",
-    "duplicate-resistance",
-    "deletion-isolation",
-    "filter-conformance",
-    "constraint-extraction",
-)
 #: Report field -> filter key, for constraint extraction accuracy.
 EXTRACTION_FIELDS: dict[str, str] = {
     "network": "network",
@@ -91,14 +80,14 @@ class InvariantSettings:
                 problems.append(f"{name}: expected an integer >= 1, got {getattr(self, name)!r}")
         if not 0.0 < self.churn_rbo_p < 1.0:
             problems.append(f"churn_rbo_p: expected a number in (0, 1), got {self.churn_rbo_p!r}")
-        from pytest_searcheval.invariants.registry import FAMILIES
+        from pytest_searcheval.invariants.registry import names
 
-        names = list(dict.fromkeys([*INVARIANTS, *FAMILIES]))
-        unknown = [e for e in self.enabled or () if e not in names]
+        known = names() if self.enabled else ()
+        unknown = [e for e in self.enabled or () if e not in known]
         if unknown:
             problems.append(
                 f"enabled: unknown invariant(s) {', '.join(unknown)}; "
-                f"expected names from {', '.join(names)}"
+                f"expected names from {', '.join(known)}"
             )
         if problems:
             raise ValueError("invariant settings: " + "; ".join(problems))

@@ -35,17 +35,47 @@ class Family:
     domain: str | None = None
 
 
+#: Every registered family by name, in the order their cases are collected: the one list of
+#: invariant names (settings, summaries and the phase timings read it).
 FAMILIES: dict[str, Family] = {}
 
 
-def invariant(name: str, *, domain: str | None = None) -> Callable[[Any], Any]:
-    """Register ``make(collection, settings) -> list[InvariantCase]`` as invariant ``name``."""
+def invariant(
+    name: str, *, domain: str | None = None, before: str | None = None
+) -> Callable[[Any], Any]:
+    """Register ``make(collection, settings) -> list[InvariantCase]`` as invariant ``name``.
+
+    A family is collected after those registered before it; ``before`` names a registered
+    family to collect it ahead of instead. Registering a name again replaces the family in
+    its place."""
 
     def register(make: Any) -> Any:
-        FAMILIES[name] = Family(name, make, domain)
+        family = Family(name, make, domain)
+        if name in FAMILIES or before not in FAMILIES:
+            FAMILIES[name] = family
+            return make
+        ordered = list(FAMILIES.items())
+        at = [n for n, _ in ordered].index(before)
+        ordered.insert(at, (name, family))
+        FAMILIES.clear()
+        FAMILIES.update(ordered)
         return make
 
     return register
+
+
+def names() -> tuple[str, ...]:
+    """The names of the registered families, in collection order."""
+    import pytest_searcheval.invariants  # noqa: F401  (registers the built-in families)
+
+    return tuple(FAMILIES)
+
+
+def family_of(case_id: str) -> str | None:
+    """The registered family a case id ``<family>-<subject>`` belongs to (the longest name
+    that matches), or None."""
+    found = [n for n in names() if case_id == n or case_id.startswith(n + "-")]
+    return max(found, key=len) if found else None
 
 
 def cases_for(collection: Collection, settings: object = None, config: Any = None) -> list[Any]:

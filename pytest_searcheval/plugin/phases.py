@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_searcheval.invariants.base import INVARIANTS
+from pytest_searcheval.invariants.registry import family_of
 
 LOADED = time.perf_counter()
 _NODE = re.compile(r"::test_(query|invariant|latency)\[(.*)\]$")
@@ -47,8 +47,7 @@ def phase_of(nodeid: str, when: str) -> str:
         return "query tests"
     if kind == "latency":
         return f"latency {param}"
-    family = next((n for n in INVARIANTS if param == n or param.startswith(n + "-")), param)
-    return f"invariant {family}"
+    return f"invariant {family_of(param) or param}"
 
 
 class PhaseRecorder:

@@ -26,6 +26,18 @@ def test_phase_of_names_the_kind_of_test_and_the_invariant_family() -> None:
     assert phase_of("test_x.py::test_other", "call") == "other tests"
 
 
+def test_phase_of_knows_a_family_registered_from_a_conftest() -> None:
+    from pytest_searcheval.invariants import invariant, registry
+
+    saved = dict(registry.FAMILIES)
+    try:
+        invariant("top-title")(lambda collection, settings: [])
+        assert phase_of("c.yaml::test_invariant[top-title-all]", "call") == "invariant top-title"
+    finally:
+        registry.FAMILIES.clear()
+        registry.FAMILIES.update(saved)
+
+
 def test_lines_split_the_fixture_setup_by_engine_timings_and_queries_by_profile() -> None:
     facts = {"engine": {"timings": {"server_seconds": 1.5, "calibrate_seconds": 0.25}}}
     recorder = PhaseRecorder({("q1", "lexical"): 30.0, ("q2", "lexical"): 20.0}, lambda: facts)

@@ -114,6 +114,56 @@ def test_enabled_selects_invariants(coll: Collection) -> None:
     assert [c.id for c in inv.cases(coll, only)] == ["paraphrase-churn-p01"]
 
 
+def test_the_registry_is_the_one_list_of_invariant_names(coll: Collection) -> None:
+    from pytest_searcheval.invariants import registry
+
+    names = registry.names()
+    assert names == tuple(registry.FAMILIES)
+    assert names[:8] == (
+        "known-item-stability",
+        "paraphrase-churn",
+        "filter-monotonicity",
+        "threshold-compliance",
+        "duplicate-resistance",
+        "deletion-isolation",
+        "filter-conformance",
+        "constraint-extraction",
+    )
+    # the cases come in the registry's order
+    families = list(dict.fromkeys(c.invariant for c in inv.cases(coll, SETTINGS)))
+    assert families == [n for n in names if n in families]
+
+
+@pytest.fixture
+def own_family() -> Iterator[str]:
+    from pytest_searcheval.invariants import registry
+
+    saved = dict(registry.FAMILIES)
+    yield "top-title"
+    registry.FAMILIES.clear()
+    registry.FAMILIES.update(saved)
+
+
+def test_a_family_of_a_conftest_is_named_like_the_built_in_ones(own_family: str) -> None:
+    from pytest_searcheval.invariants import registry
+
+    @inv.invariant(own_family, before="paraphrase-churn")
+    def make(collection: Collection, settings: inv.InvariantSettings) -> list[inv.InvariantCase]:
+        return []
+
+    names = registry.names()
+    assert names.index(own_family) == names.index("paraphrase-churn") - 1
+    assert inv.family_of(f"{own_family}-all") == own_family
+    assert inv.family_of("paraphrase-churn-p01") == "paraphrase-churn"
+    assert inv.family_of("made-up-1") is None
+    assert inv.InvariantSettings(enabled=(own_family,)).runs(own_family)
+    summary = inv.summarize([{"id": f"{own_family}-all", "passed": True}])
+    assert summary["invariants"][own_family]["passed"] == 1
+    # registered again, it keeps its place
+    inv.invariant(own_family)(make)
+    assert registry.names() == names
+
+
 # ------------------------------------------------------------------------------ settings
 
 
