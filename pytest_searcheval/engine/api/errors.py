@@ -1,0 +1,72 @@
+"""The exception handlers: every failure leaves the service as its JSON error body.
+
+A :class:`.params.ClientError` or a ``FilterError`` is the client's (4xx, naming the field);
+Starlette's own HTTP errors (404, 405 with ``Allow``) and FastAPI's validation errors keep
+their status in the same body; anything else is a 503 when the database is out and a 500
+(logged, nothing leaked) otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from pytest_searcheval.engine.api.params import ClientError
+from pytest_searcheval.engine.api.responses import error
+from pytest_searcheval.engine.x402 import FilterError
+
+__all__ = ["install", "is_database_outage"]
+
+log = logging.getLogger("pytest_searcheval.engine.app")
+
+
+def client_error(request: Request, exc: ClientError) -> JSONResponse:
+    return error(exc.status, exc.field, exc.message, **exc.extra)
+
+
+def filter_error(request: Request, exc: FilterError) -> JSONResponse:
+    return error(400, exc.field, exc.message)
+
+
+def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    response = error(exc.status_code, None, str(exc.detail))
+    for key, value in (exc.headers or {}).items():  # e.g. Allow on a 405
+        response.headers[key] = value
+    return response
+
+
+def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    first = exc.errors()[0] if exc.errors() else {}
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("query", "path", "body")]
+    return error(400, ".".join(loc) or None, str(first.get("msg", "invalid request")))
+
+
+def internal(request: Request, exc: Exception) -> JSONResponse:
+    # Never the client's fault: log it, say so, leak nothing. A database that is down or a
+    # pool with no free connection in time is a temporary outage (503), anything else a bug.
+    if is_database_outage(exc):
+        log.warning("database unavailable serving %s: %s", request.url.path, exc)
+        return error(503, None, f"database unavailable ({type(exc).__name__})")
+    log.exception("unhandled error serving %s", request.url.path)
+    return error(500, None, f"internal error ({type(exc).__name__})")
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+    app.add_exception_handler(ClientError, client_error)  # type: ignore[arg-type]
+    app.add_exception_handler(FilterError, filter_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, internal)
+
+
+def is_database_outage(exc: BaseException) -> bool:
+    import psycopg
+    import psycopg_pool
+
+    return isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout))
