@@ -24,6 +24,11 @@ from pytest_searcheval.baseline.gate import verify_baseline
 from pytest_searcheval.files import write_atomic
 from pytest_searcheval.report import SCHEMA_VERSION, markdown, terminal_lines
 
+GRADES_HELP = (
+    "grade scale of a BEIR or TREC collection, e.g. 0,1 or 0-3 (default: the grades the "
+    "qrels hold; qrels listing only positives need it)"
+)
+
 
 def _load_json(path: Path, what: str) -> dict[str, Any]:
     try:
@@ -74,6 +79,16 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def grade_scale(text: str) -> list[int]:
+    """``--grades``: a declared scale (``0,1``, ``0-3``), as the ini key search_eval_grades."""
+    from pytest_searcheval.collection.model import parse_grades
+
+    try:
+        return parse_grades(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -127,7 +142,10 @@ def _load_collection(args: argparse.Namespace, reports: Sequence[dict[str, Any]]
             if not (args.trec_qrels and args.trec_topics):
                 raise SystemExit("searcheval pool: --trec-qrels and --trec-topics go together")
             return load_trec(
-                qrels=args.trec_qrels, topics=args.trec_topics, corpus=args.trec_corpus
+                qrels=args.trec_qrels,
+                topics=args.trec_topics,
+                corpus=args.trec_corpus,
+                grades=args.grades,
             )
         path = args.collection
         if not path and reports:
@@ -144,7 +162,7 @@ def _load_collection(args: argparse.Namespace, reports: Sequence[dict[str, Any]]
                 "searcheval pool: which collection? pass --collection DIR (or a report, whose "
                 "collection.path names it)"
             )
-        return load(path)
+        return load(path, grades=args.grades)
     except CollectionError as exc:
         raise SystemExit(str(exc)) from None
 
@@ -233,7 +251,7 @@ def _pool_collect(args: argparse.Namespace) -> int:
 
     answers = [Path(a) for a in args.answers]
     try:
-        judgments = collect(Path(args.key), answers)
+        judgments = collect(Path(args.key), answers, args.grades)
     except PoolError as exc:
         raise SystemExit(f"searcheval pool-collect: {exc}") from None
     import io
@@ -294,6 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pool.add_argument("--out", default="judging", help="output directory (judging/)")
     pool.add_argument("--pairs-per-pack", type=_positive, default=250)
     pool.add_argument("--rubric", help="rubric file (default: qrels/rubric.md or built-in)")
+    pool.add_argument("--grades", type=grade_scale, help=GRADES_HELP)
     pool.add_argument("--seed", default="", help="extra seed of the shuffles")
     pool.add_argument("--force", action="store_true", help="overwrite started answer files")
     pool.set_defaults(func=_pool)
@@ -301,6 +320,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     col.add_argument("--key", required=True, help="judging/keys/<judge>.json")
     col.add_argument("--answers", action="append", required=True, help="answers file(s)")
     col.add_argument("--out", required=True, help="judgments TSV to write (e.g. qrels/raw/a.tsv)")
+    col.add_argument(
+        "--grades", type=grade_scale, help="grade scale of the answers (default: the key's)"
+    )
     col.set_defaults(func=_pool_collect)
     from pytest_searcheval.collection.cli import AGREE_HELP, agree_arguments
 

@@ -131,6 +131,25 @@ def runs_of_trec(scores: Mapping[str, Mapping[str, float]], name: str) -> dict[s
     return {name: {qid: _ranked(docs) for qid, docs in scores.items()}}
 
 
+#: How a scale is declared, for the messages that ask for one.
+DECLARE_GRADES = (
+    "declare the scale: searcheval pool --grades 0,1 (or 0-3, ...); for pytest "
+    "--search-eval-grades or the ini key search_eval_grades"
+)
+
+
+def check_scale(grades: Sequence[int]) -> None:
+    """A judge must be able to say "not relevant": a scale without a grade of 0 or below (the
+    ``[1]`` that qrels listing only positives imply) cannot be pooled."""
+    scale = sorted(grades)
+    if not scale or scale[0] > 0:
+        raise PoolError(
+            f"the grade scale {scale} has no grade for a document that is not relevant (the "
+            "scale is the grades the qrels hold, and qrels that list only positives, as most "
+            f"TREC and BEIR sets do, hold only {scale or '[]'}): {DECLARE_GRADES}"
+        )
+
+
 def build_pool(
     collection: Collection, runs: Mapping[str, Mapping[str, Sequence[str]]], depth: int
 ) -> Pool:
@@ -141,6 +160,7 @@ def build_pool(
     """
     if depth < 1:
         raise PoolError(f"depth: expected a positive integer, got {depth}")
+    check_scale(collection.grades)
     if not collection.documents:
         raise PoolError(
             "the collection has no document text (a TREC collection loaded without a corpus); "
@@ -240,7 +260,8 @@ def rubric_for(collection: Collection, path: Path | None) -> str:
         return RUBRICS[scale]
     raise PoolError(
         f"no built-in rubric for the grade scale {list(scale)}: write one and pass --rubric FILE "
-        "(or put it in the collection's qrels/rubric.md)"
+        "(or put it in the collection's qrels/rubric.md), or, when the qrels do not hold every "
+        f"grade of their scale, {DECLARE_GRADES}"
     )
 
 
@@ -392,11 +413,14 @@ def read_key(path: Path) -> dict[str, Any]:
     return data
 
 
-def collect(key_path: Path, answer_paths: Sequence[Path]) -> dict[str, dict[str, int]]:
-    """One judge's grades as ``{qid: {doc_id: grade}}``; every problem reported at once."""
+def collect(
+    key_path: Path, answer_paths: Sequence[Path], declared: Sequence[int] | None = None
+) -> dict[str, dict[str, int]]:
+    """One judge's grades as ``{qid: {doc_id: grade}}``; every problem reported at once. The
+    scale is ``declared``, else the key's (the collection's when the packs were written)."""
     key = read_key(key_path)
     pairs: dict[str, list[str]] = key["pairs"]
-    scale = [int(g) for g in key.get("grades") or []]
+    scale = sorted(declared) if declared is not None else [int(g) for g in key.get("grades") or []]
     problems = Problems()
     grades: dict[str, tuple[str, int, int]] = {}
     for path in answer_paths:

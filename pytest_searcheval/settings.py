@@ -89,6 +89,18 @@ def _measures(value: Any) -> str | None:
     return None
 
 
+def _grade_scale(value: Any) -> str | None:
+    from pytest_searcheval.collection.model import GRADES_EXPECTED, parse_grades
+
+    if value is None:
+        return None
+    try:
+        parse_grades(value)
+    except ValueError:
+        return GRADES_EXPECTED
+    return None
+
+
 def _split_names(value: Any) -> str | None:
     return "at least one name" if value is not None and not value else None
 
@@ -150,6 +162,14 @@ class SearchEvalConfig:
         "minimum grade that counts as relevant (default: the collection's "
         "relevance_level, else 1 with trec-compat or a binary scale, else 2)",
         check=_positive,
+    )
+    grades: str | None = setting(
+        None,
+        "grade scale of a BEIR or TREC collection, e.g. 0,1 or 0-3: the qrels' grades must "
+        "lie on it, its top is ERR's g_max and its positive grades choose the default relevance "
+        "level (default: the grades the qrels hold; a native collection declares grades in "
+        "collection.yaml)",
+        check=_grade_scale,
     )
     gain: str | None = setting(
         None,
@@ -247,6 +267,13 @@ class SearchEvalConfig:
         ``None`` for ``off``; a config made without :func:`build` keeps no history."""
         history: object = self.history
         return history if isinstance(history, Path) else None
+
+    @property
+    def grade_scale(self) -> list[int] | None:
+        """The declared grade scale, or ``None`` when the qrels' own grades are the scale."""
+        from pytest_searcheval.collection.model import parse_grades
+
+        return None if self.grades is None else parse_grades(self.grades)
 
     @property
     def timeout_s(self) -> float:

@@ -22,6 +22,7 @@ from pytest_searcheval.collection.io import (
 from pytest_searcheval.collection.load import load
 from pytest_searcheval.collection.model import (
     CollectionError,
+    parse_grades,
 )
 from pytest_searcheval.collection.native import (
     read_judgments_tsv,
@@ -34,7 +35,7 @@ from pytest_searcheval.files import atomic_writer
 
 def _agree(args: argparse.Namespace) -> int:
     problems = Problems()
-    grades = [int(g) for g in args.grades.split(",")]
+    grades = parse_grades(args.grades)
     a, _ = read_judgments_tsv(Path(args.a), problems, args.a, grades)
     b, _ = read_judgments_tsv(Path(args.b), problems, args.b, grades)
     adjudication = {}
@@ -77,7 +78,7 @@ def agree_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("b", help="judge B's judgments TSV, the same pairs")
     p.add_argument("--out", help="write the merged judgments TSV (only when nothing is pending)")
     p.add_argument("--adjudicate", help="adjudication TSV: read resolutions, write pending rows")
-    p.add_argument("--grades", default="0,1,2,3", help="grade scale (default 0,1,2,3)")
+    p.add_argument("--grades", default="0-3", help="grade scale, e.g. 0,1 or 0-3 (default 0-3)")
     p.set_defaults(func=agree)
 
 

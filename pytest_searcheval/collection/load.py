@@ -97,6 +97,8 @@ def load(
 
     Native: a ``collection.yaml``, a ``corpus/`` directory or ``qrels/queries.yaml``.
     BEIR: ``corpus.jsonl`` and ``queries.jsonl``. TREC files are loaded with ``load_trec``.
+    ``grades`` declares a BEIR collection's scale (else the grades its qrels hold); a native
+    collection declares its own in collection.yaml, and a different one here is refused.
     """
     root = Path(path)
     if not root.is_dir():
@@ -107,7 +109,21 @@ def load(
         raise CollectionError([Problem(str(root), None, None, msg)])
     kind = layout(root)
     if kind == "native":
-        return load_native(root, max_line_bytes=max_line_bytes)
+        native = load_native(root, max_line_bytes=max_line_bytes)
+        if grades is not None and sorted(set(grades)) != native.grades:
+            raise CollectionError(
+                [
+                    Problem(
+                        str(root / "collection.yaml"),
+                        None,
+                        "grades",
+                        f"the declared grade scale {sorted(set(grades))} differs from the "
+                        f"collection's {native.grades}: a native collection declares its scale "
+                        "in collection.yaml (grades)",
+                    )
+                ]
+            )
+        return native
     if kind == "beir":
         return load_beir(root, max_line_bytes=max_line_bytes, grades=grades)
     raise CollectionError(
@@ -317,7 +333,7 @@ def _load_beir(root: Path, max_line_bytes: int, grades: Sequence[int] | None) ->
     manifest = {
         "name": root.name,
         "format": "beir",
-        "grades": list(grades) if grades is not None else all_grades,
+        "grades": sorted(set(grades)) if grades is not None else all_grades,
         "splits": splits,
         "classes": sorted({q.query_class for q in queries.values()}),
     }
@@ -387,7 +403,7 @@ def _load_trec(
     manifest = {
         "name": qpath.stem,
         "format": "trec",
-        "grades": list(grades)
+        "grades": sorted(set(grades))
         if grades is not None
         else sorted({g for d in judgments.values() for g in d.values()}),
         "splits": [split],

@@ -18,9 +18,37 @@ __all__ = [
     "Document",
     "Problem",
     "Query",
+    "parse_grades",
 ]
 
 MAX_PROBLEMS_SHOWN = 200
+
+#: What a grade scale is written as, for the error that refuses one.
+GRADES_EXPECTED = "a grade scale: comma-separated integers and ranges, such as 0,1 or 0-3"
+MAX_SCALE = 100
+
+
+def parse_grades(text: str) -> list[int]:
+    """A declared grade scale (``0,1``, ``0-3``, ``-1,0-2``) as its sorted grades.
+
+    Raises ValueError saying what a scale looks like: an empty part, a non-integer, or a range
+    whose end is below its start (or more than ``MAX_SCALE`` grades wide).
+    """
+    grades: set[int] = set()
+    for part in str(text).split(","):
+        item = part.strip()
+        low, sep, high = item[1:].partition("-") if item else ("", "", "")
+        try:
+            if sep:
+                start, stop = int(item[0] + low), int(high)
+                if stop < start or stop - start > MAX_SCALE:
+                    raise ValueError
+                grades.update(range(start, stop + 1))
+            else:
+                grades.add(int(item))
+        except ValueError:
+            raise ValueError(f"expected {GRADES_EXPECTED}, got {text!r}") from None
+    return sorted(grades)
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,10 +92,12 @@ class Evaluation:
             cfg = self.cfg
             if cfg.qrels is not None:
                 assert cfg.topics is not None
-                self._collection = load_trec(qrels=cfg.qrels, topics=cfg.topics, corpus=cfg.corpus)
+                self._collection = load_trec(
+                    qrels=cfg.qrels, topics=cfg.topics, corpus=cfg.corpus, grades=cfg.grade_scale
+                )
             else:
                 assert cfg.collection is not None
-                self._collection = load(cfg.collection)
+                self._collection = load(cfg.collection, grades=cfg.grade_scale)
             self.cfg = resolve_relevance(self.cfg, self._collection)
         return self._collection
 
