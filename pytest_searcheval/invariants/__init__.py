@@ -39,22 +39,28 @@ outcomes and searching; ``invariants_ranking`` invariants 1-4, ``invariants_cata
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_searcheval.collection.model import Collection, Query
 from pytest_searcheval.invariants.base import (
     EXTRACTION_FIELDS,
     NOT_MUTABLE,
+    Cases,
     InvariantCase,
     InvariantFailure,
     InvariantOutcome,
     InvariantSettings,
     InvariantSkipped,
+    Searcher,
     Verdict,
-    _queries,
+    bind,
     clear_caches,
+    isolated_clone,
     known_items,
+    once_per_target,
+    profile_of,
+    queries_of,
     settings_from,
 )
 from pytest_searcheval.invariants.catalog import (
@@ -84,12 +90,15 @@ __all__ = [
     "EXTRACTION_FIELDS",
     "FAMILIES",
     "NOT_MUTABLE",
+    "Cases",
     "InvariantCase",
     "InvariantFailure",
     "InvariantOutcome",
     "InvariantSettings",
     "InvariantSkipped",
+    "Searcher",
     "Verdict",
+    "bind",
     "cases",
     "cases_for",
     "check_conformance_case",
@@ -108,9 +117,13 @@ __all__ = [
     "family_of",
     "invariant",
     "inversions",
+    "isolated_clone",
     "known_items",
     "names",
     "near_duplicate",
+    "once_per_target",
+    "profile_of",
+    "queries_of",
     "record_of",
     "run_conformance",
     "settings_from",
@@ -121,15 +134,6 @@ __all__ = [
 # ------------------------------------------------------------------------------ cases
 
 
-def _bind(
-    fn: Callable[..., InvariantOutcome], *args: Any
-) -> Callable[[SearchTarget], InvariantOutcome]:
-    def check(target: SearchTarget) -> InvariantOutcome:
-        return fn(target, *args)
-
-    return check
-
-
 def cases(collection: Collection, settings: object = None) -> list[InvariantCase]:
     """Every invariant case of ``collection`` for the configured split, in a stable order:
     the registered families (built-in and a conftest's own, see :func:`invariant`) in order of
@@ -137,36 +141,8 @@ def cases(collection: Collection, settings: object = None) -> list[InvariantCase
     return cases_for(collection, settings)
 
 
-class _Adder:
-    """Builds the cases of one family with stable ids ``<invariant>-<subject>``."""
-
-    def __init__(self, invariant: str) -> None:
-        self.invariant = invariant
-        self.out: list[InvariantCase] = []
-
-    def __call__(
-        self,
-        subject: str,
-        name: str,
-        fn: Any,
-        *args: Any,
-        query_id: str | None = None,
-        mutates: bool = False,
-    ) -> None:
-        self.out.append(
-            InvariantCase(
-                f"{self.invariant}-{subject}",
-                self.invariant,
-                name,
-                _bind(fn, *args),
-                query_id=query_id,
-                mutates=mutates,
-            )
-        )
-
-
 def _known(coll: Collection, s: InvariantSettings) -> dict[str, tuple[str, int | None]]:
-    in_split = {q.id for q in _queries(coll, s)}
+    in_split = {q.id for q in queries_of(coll, s)}
     return {q: item for q, item in known_items(coll).items() if q in in_split}
 
 
@@ -177,7 +153,7 @@ def _dup_items(coll: Collection, s: InvariantSettings) -> list[tuple[str, str]]:
 
 @invariant("known-item-stability")
 def _known_item_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
-    add = _Adder("known-item-stability")
+    add = Cases("known-item-stability")
     known = _known(coll, s)
     for qid in sorted(known):
         doc_id, max_rank = known[qid]
@@ -207,9 +183,9 @@ def _known_item_cases(coll: Collection, s: InvariantSettings) -> list[InvariantC
 
 @invariant("paraphrase-churn")
 def _churn_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
-    add = _Adder("paraphrase-churn")
+    add = Cases("paraphrase-churn")
     groups: dict[str, list[Query]] = {}
-    for q in _queries(coll, s):
+    for q in queries_of(coll, s):
         if q.group:
             groups.setdefault(q.group, []).append(q)
     for group, members in sorted(groups.items()):
@@ -231,8 +207,8 @@ def _churn_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
 def _monotonicity_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
     from pytest_searcheval.x402.vocabulary import FILTER_KEYS
 
-    add = _Adder("filter-monotonicity")
-    for q in _queries(coll, s):
+    add = Cases("filter-monotonicity")
+    for q in queries_of(coll, s):
         if any(k in FILTER_KEYS for k in q.constraints):
             add(q.id, f"{q.id}: filter chain", check_filter_monotonicity, coll, q, s, query_id=q.id)
     return add.out
@@ -240,8 +216,8 @@ def _monotonicity_cases(coll: Collection, s: InvariantSettings) -> list[Invarian
 
 @invariant("threshold-compliance")
 def _threshold_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
-    add = _Adder("threshold-compliance")
-    for q in _queries(coll, s):
+    add = Cases("threshold-compliance")
+    for q in queries_of(coll, s):
         add(
             q.id,
             f"{q.id}: results within filters and thresholds",
@@ -256,7 +232,7 @@ def _threshold_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCa
 
 @invariant("duplicate-resistance")
 def _duplicate_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
-    add = _Adder("duplicate-resistance")
+    add = Cases("duplicate-resistance")
     seen: set[str] = set()
     for qid, doc_id in _dup_items(coll, s):
         if doc_id in seen or len(seen) >= s.duplicate_items:
@@ -280,8 +256,8 @@ def _duplicate_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCa
 def _deletion_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
     # Deletion subjects: queries with a known item first, then answerable exact-name queries,
     # then any answerable query (their rank-1 result is deleted).
-    add = _Adder("deletion-isolation")
-    queries = _queries(coll, s)
+    add = Cases("deletion-isolation")
+    queries = queries_of(coll, s)
     answerable = [q for q in queries if not q.unanswerable]
     subjects: list[tuple[Query, str | None]] = []
     used: set[str] = set()
@@ -319,7 +295,7 @@ def _conformance_family(coll: Collection, s: InvariantSettings) -> list[Invarian
 
 @invariant("constraint-extraction", domain="x402")
 def _extraction_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
-    add = _Adder("constraint-extraction")
+    add = Cases("constraint-extraction")
     for name in (*EXTRACTION_FIELDS, "spurious"):
         add(name, f"extraction: {name}", check_extraction, coll, name, s)
     return add.out
@@ -349,7 +325,7 @@ def _conformance_cases(coll: Collection, s: InvariantSettings) -> list[Invariant
             f"filter-conformance-{case.id}",
             "filter-conformance",
             f"{case.id}: {json.dumps(case.filters, sort_keys=True)}",
-            _bind(check_conformance_case, coll, conf, case, s),
+            bind(check_conformance_case, coll, conf, case, s),
             mutates=True,
         )
         for case in conf.cases

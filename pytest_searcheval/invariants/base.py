@@ -277,6 +277,47 @@ class InvariantCase:
         return outcome
 
 
+def bind(
+    fn: Callable[..., InvariantOutcome], *args: Any
+) -> Callable[[SearchTarget], InvariantOutcome]:
+    """``fn(target, *args)`` as a case's check of one target."""
+
+    def check(target: SearchTarget) -> InvariantOutcome:
+        return fn(target, *args)
+
+    return check
+
+
+class Cases:
+    """Builds the cases of one family with stable ids ``<invariant>-<subject>``: each call
+    ``add(subject, name, fn, *args)`` adds a case whose check is ``fn(target, *args)``;
+    ``add.out`` is the list a family returns."""
+
+    def __init__(self, invariant: str) -> None:
+        self.invariant = invariant
+        self.out: list[InvariantCase] = []
+
+    def __call__(
+        self,
+        subject: str,
+        name: str,
+        fn: Any,
+        *args: Any,
+        query_id: str | None = None,
+        mutates: bool = False,
+    ) -> None:
+        self.out.append(
+            InvariantCase(
+                f"{self.invariant}-{subject}",
+                self.invariant,
+                name,
+                bind(fn, *args),
+                query_id=query_id,
+                mutates=mutates,
+            )
+        )
+
+
 class Verdict:
     """What a case's check builds while it runs: ``fail(text, code=..., subject=...)`` records
     one problem as a structured reason (the known-failure ledger compares code and subject),
@@ -330,7 +371,7 @@ class Verdict:
 _RequestKey = tuple[str, str, int, str, bool]
 
 
-class _Searcher:
+class Searcher:
     """Searches one target with one profile; caches answers for targets that do not change."""
 
     def __init__(self, target: SearchTarget, profile: str, *, cache: bool) -> None:
@@ -409,7 +450,7 @@ def _request_key(
     )
 
 
-def _shared(target: object, key: str, compute: Callable[[], Any]) -> Any:
+def once_per_target(target: object, key: str, compute: Callable[[], Any]) -> Any:
     """Compute once per (target, key) in this process: one clone serves a family of cases."""
     slot = (id(target), key)
     shared = current_context().shared
@@ -427,7 +468,7 @@ def clear_caches() -> None:
 
 
 @contextmanager
-def _clone(target: SearchTarget) -> Iterator[MutableTarget | None]:
+def isolated_clone(target: SearchTarget) -> Iterator[MutableTarget | None]:
     if not isinstance(target, MutableTarget):
         yield None
         return
@@ -444,30 +485,30 @@ NOT_MUTABLE = (
 # ------------------------------------------------------------------------------ helpers
 
 
-def _title(coll: Collection, doc_id: str) -> str:
+def title_of(coll: Collection, doc_id: str) -> str:
     doc = coll.documents.get(doc_id)
     return doc.title if doc is not None else "(not in the collection)"
 
 
-def _show_ids(ids: Sequence[str], limit: int = SHOWN) -> str:
+def show_ids(ids: Sequence[str], limit: int = SHOWN) -> str:
     if not ids:
         return "(no results)"
     shown = ", ".join(f"{r}:{d}" for r, d in enumerate(ids[:limit], start=1))
     return shown + (f", ... ({len(ids)} in all)" if len(ids) > limit else "")
 
 
-def _rank(ids: Sequence[str], doc_id: str) -> int | None:
+def rank_of(ids: Sequence[str], doc_id: str) -> int | None:
     try:
         return list(ids).index(doc_id) + 1
     except ValueError:
         return None
 
 
-def _queries(coll: Collection, settings: InvariantSettings) -> list[Query]:
+def queries_of(coll: Collection, settings: InvariantSettings) -> list[Query]:
     return list(coll.queries_in(settings.split))
 
 
-def _qline(query: Query, profile: str) -> str:
+def query_line(query: Query, profile: str) -> str:
     return f"query {query.id} {query.text!r} [{query.query_class}] (profile {profile})"
 
 

@@ -13,15 +13,15 @@ from pytest_searcheval.invariants.base import (
     NOT_MUTABLE,
     InvariantOutcome,
     InvariantSettings,
+    Searcher,
     Verdict,
-    _clone,
-    _qline,
-    _rank,
-    _Searcher,
-    _shared,
-    _show_ids,
-    _title,
+    isolated_clone,
+    once_per_target,
     profile_of,
+    query_line,
+    rank_of,
+    show_ids,
+    title_of,
 )
 from pytest_searcheval.jsonsafe import json_safe
 from pytest_searcheval.targets import SearchTarget, write_in_bulk
@@ -101,7 +101,7 @@ def check_duplicate_resistance(
     v = Verdict(
         cid,
         "duplicate-resistance",
-        f"{_qline(query, profile_of(settings))}: genuine {doc_id!r} ({_title(coll, doc_id)}) "
+        f"{query_line(query, profile_of(settings))}: genuine {doc_id!r} ({title_of(coll, doc_id)}) "
         f"against a keyword-stuffed and a near-duplicate copy",
     )
     doc = coll.documents.get(doc_id)
@@ -112,12 +112,12 @@ def check_duplicate_resistance(
     limit = max(settings.limit, k, bound)
     copies = [stuffed_copy(doc, query.text), near_duplicate(doc)]
     copy_ids = {c["id"] for c in copies}
-    with _clone(target) as clone:
+    with isolated_clone(target) as clone:
         if clone is None:
             return v.skip(NOT_MUTABLE)
-        search = _Searcher(clone, profile_of(settings), cache=False)
+        search = Searcher(clone, profile_of(settings), cache=False)
         before = search(query.text, limit=limit).ids
-        r0 = _rank(before, doc_id)
+        r0 = rank_of(before, doc_id)
         if r0 is None or r0 > bound:
             return v.skip(
                 f"precondition not met: {doc_id!r} is at rank {r0} before any copy is inserted "
@@ -126,7 +126,7 @@ def check_duplicate_resistance(
         for c in copies:
             clone.upsert(c)
         after = search(query.text, limit=limit).ids
-    r1 = _rank(after, doc_id)
+    r1 = rank_of(after, doc_id)
     # A copy displaces when, in the new top k, it outranks a listing of the former top k.
     pos = {d: i for i, d in enumerate(after)}
     former = [d for d in before[:k] if d not in copy_ids]
@@ -142,7 +142,7 @@ def check_duplicate_resistance(
         rank_after=r1,
         copies_in_top_k=sum(1 for d in after[:k] if d in copy_ids),
         displacing_copies=len(in_top),
-        copy_ranks={c: _rank(after, c) for c in sorted(copy_ids)},
+        copy_ranks={c: rank_of(after, c) for c in sorted(copy_ids)},
     )
     if r1 is None or r1 > bound:
         v.fail(
@@ -155,13 +155,13 @@ def check_duplicate_resistance(
         v.fail(
             f"{len(in_top)} copies outrank listings of the former top {k} (at most "
             f"{settings.duplicate_max_copies}): "
-            + ", ".join(f"{c} at rank {_rank(after, c)}" for c in in_top),
+            + ", ".join(f"{c} at rank {rank_of(after, c)}" for c in in_top),
             code="copies-in-top",
             subject=doc_id,
         )
     if v.problems:
-        v.note(f"before: {_show_ids(before)}")
-        v.note(f"after:  {_show_ids(after)}")
+        v.note(f"before: {show_ids(before)}")
+        v.note(f"after:  {show_ids(after)}")
     return v.done()
 
 
@@ -186,25 +186,27 @@ def check_deletion_isolation(
     threshold may then rightly withhold the rest).
     """
     cid = f"deletion-isolation-{subject.id}"
-    what = f"its known item {doc_id!r} ({_title(coll, doc_id)})" if doc_id else "its rank-1 result"
+    what = (
+        f"its known item {doc_id!r} ({title_of(coll, doc_id)})" if doc_id else "its rank-1 result"
+    )
     v = Verdict(
         cid,
         "deletion-isolation",
-        f"{_qline(subject, profile_of(settings))}: delete {what}, "
+        f"{query_line(subject, profile_of(settings))}: delete {what}, "
         f"then search {len(probes)} probe queries",
     )
     limit = settings.limit
-    with _clone(target) as clone:
+    with isolated_clone(target) as clone:
         if clone is None:
             return v.skip(NOT_MUTABLE)
-        search = _Searcher(clone, profile_of(settings), cache=False)
+        search = Searcher(clone, profile_of(settings), cache=False)
         before = {q.id: search(q.text, limit=limit).ids for q in probes}
         if doc_id is None:
             top = before.get(subject.id) or search(subject.text, limit=limit).ids
             if not top:
                 return v.skip(f"{subject.id} returned nothing to delete")
             doc_id = top[0]
-            v.note(f"deleted listing: {doc_id!r} ({_title(coll, doc_id)})")
+            v.note(f"deleted listing: {doc_id!r} ({title_of(coll, doc_id)})")
         clone.delete(doc_id)
         after = {q.id: search(q.text, limit=limit).ids for q in probes}
     held = sum(1 for q in probes if doc_id in before[q.id])
@@ -214,7 +216,8 @@ def check_deletion_isolation(
         expected = [d for d in a0 if d != doc_id]
         if doc_id in a1:
             v.fail(
-                f"{q.id} {q.text!r}: deleted {doc_id!r} still returned at rank {_rank(a1, doc_id)}",
+                f"{q.id} {q.text!r}: deleted {doc_id!r} still returned at rank "
+                f"{rank_of(a1, doc_id)}",
                 code="deleted-returned",
                 subject=f"{q.id}:{doc_id}",
             )
@@ -233,8 +236,8 @@ def check_deletion_isolation(
                 code="ranking-changed",
                 subject=q.id,
             )
-            v.note(f"{q.id} before: {_show_ids(a0)}")
-            v.note(f"{q.id} after:  {_show_ids(a1)}")
+            v.note(f"{q.id} before: {show_ids(a0)}")
+            v.note(f"{q.id} after:  {show_ids(a1)}")
     v.details.update(doc=doc_id, probes=len(probes), probes_holding_it=held, changed=changed)
     return v.done()
 
@@ -259,7 +262,7 @@ def run_conformance(
     The clone is emptied of the collection's own listings and then holds exactly the
     conformance listings, so ``expect_ids`` is the complete set of listings that match.
     """
-    with _clone(target) as clone:
+    with isolated_clone(target) as clone:
         if clone is None:
             return {"skip": NOT_MUTABLE}
         gone = [d for d in sorted(coll.documents) if d not in conf.documents]
@@ -268,7 +271,7 @@ def run_conformance(
         write_in_bulk(
             clone, "upsert", [record_of(conf.documents[d]) for d in sorted(conf.documents)]
         )
-        search = _Searcher(clone, profile_of(settings), cache=False)
+        search = Searcher(clone, profile_of(settings), cache=False)
         limit = max(settings.conformance_limit, len(conf.documents))
         answers: dict[str, list[str]] = {}
         for case in conf.cases:
@@ -296,7 +299,9 @@ def check_conformance_case(
         f"conformance case {case.id}: query {case.query!r}, filters "
         f"{json.dumps(case.filters, sort_keys=True)} (profile {profile_of(settings)})",
     )
-    run = _shared(target, "conformance", lambda: run_conformance(target, coll, conf, settings))
+    run = once_per_target(
+        target, "conformance", lambda: run_conformance(target, coll, conf, settings)
+    )
     if "skip" in run:
         return v.skip(run["skip"])
     ids: list[str] = run["answers"][case.id]
@@ -332,7 +337,7 @@ def check_conformance_case(
             f"{sorted(oracle - expected)}, expect_ids only: {sorted(expected - oracle)})"
         )
     if v.problems:
-        v.note(f"returned: {_show_ids(ids, 20)}")
+        v.note(f"returned: {show_ids(ids, 20)}")
         v.note(f"expected: {', '.join(sorted(expected)) or '(none)'}")
     v.details.update(
         case=case.id,

@@ -11,11 +11,11 @@ from pytest_searcheval.invariants.base import (
     EXTRACTION_FIELDS,
     InvariantOutcome,
     InvariantSettings,
+    Searcher,
     Verdict,
-    _queries,
-    _Searcher,
-    _shared,
+    once_per_target,
     profile_of,
+    queries_of,
 )
 from pytest_searcheval.targets import SearchTarget
 
@@ -41,12 +41,12 @@ def extraction_counts(
     """Per field: labelled (queries whose constraints name it), correct (extracted value equals
     the label; prices compared as decimals, an asset address counts as its code), wrong,
     missed; spurious: (query, key) pairs extracted without a label for that key."""
-    search = _Searcher(target, profile_of(settings), cache=True)
+    search = Searcher(target, profile_of(settings), cache=True)
     fields = {f: {"labelled": 0, "correct": 0, "wrong": 0, "missed": 0} for f in EXTRACTION_FIELDS}
     spurious: list[str] = []
     wrong: list[str] = []
     any_extracted = False
-    queries = _queries(coll, settings)
+    queries = queries_of(coll, settings)
     for q in queries:
         extracted = {
             k: val
@@ -90,7 +90,9 @@ def check_extraction(
     filters over the split. Skipped when the target extracted nothing from any query."""
     cid = f"constraint-extraction-{field_name}"
     v = Verdict(cid, "constraint-extraction", f"constraint extraction: {field_name}")
-    counts = _shared(target, "extraction", lambda: extraction_counts(target, coll, settings))
+    counts = once_per_target(
+        target, "extraction", lambda: extraction_counts(target, coll, settings)
+    )
     if not counts["any_extracted"]:
         return v.skip("the target extracted no filter from any query (no extraction to measure)")
     if field_name == "spurious":

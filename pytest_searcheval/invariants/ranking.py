@@ -15,15 +15,15 @@ from pytest_searcheval.invariants.base import (
     NOT_MUTABLE,
     InvariantOutcome,
     InvariantSettings,
+    Searcher,
     Verdict,
-    _clone,
-    _qline,
-    _rank,
-    _Searcher,
-    _shared,
-    _show_ids,
-    _title,
+    isolated_clone,
+    once_per_target,
     profile_of,
+    query_line,
+    rank_of,
+    show_ids,
+    title_of,
 )
 from pytest_searcheval.targets import SearchTarget
 
@@ -41,20 +41,20 @@ def check_known_item(
     """The known item of ``query`` is at rank <= max_rank."""
     bound = max_rank or settings.known_item_max_rank
     cid = f"known-item-stability-{query.id}"
-    v = Verdict(cid, "known-item-stability", _qline(query, profile_of(settings)))
-    search = _Searcher(target, profile_of(settings), cache=True)
+    v = Verdict(cid, "known-item-stability", query_line(query, profile_of(settings)))
+    search = Searcher(target, profile_of(settings), cache=True)
     ids = search(query.text, limit=max(settings.limit, bound)).ids
-    rank = _rank(ids, doc_id)
+    rank = rank_of(ids, doc_id)
     v.details.update(query=query.id, doc=doc_id, rank=rank, max_rank=bound)
     if rank is None or rank > bound:
         where = f"at rank {rank}" if rank else f"not in the top {len(ids)}"
         v.fail(
-            f"known item {doc_id!r} ({_title(coll, doc_id)}) expected at rank <= {bound}, "
+            f"known item {doc_id!r} ({title_of(coll, doc_id)}) expected at rank <= {bound}, "
             f"found {where}",
             code="known-item",
             subject=doc_id,
         )
-        v.note(f"ranked: {_show_ids(ids)}")
+        v.note(f"ranked: {show_ids(ids)}")
     return v.done()
 
 
@@ -71,10 +71,10 @@ def check_known_items_reindex(
     queries = [coll.queries[q] for q in sorted(items) if q in coll.queries]
     if not queries:
         return v.skip("no query of the split has a known item")
-    with _clone(target) as clone:
+    with isolated_clone(target) as clone:
         if clone is None:
             return v.skip(NOT_MUTABLE)
-        search = _Searcher(clone, profile_of(settings), cache=False)
+        search = Searcher(clone, profile_of(settings), cache=False)
         limit = max(settings.limit, settings.known_item_max_rank)
         before = {q.id: search(q.text, limit=limit).ids for q in queries}
         clone.reindex()
@@ -84,18 +84,18 @@ def check_known_items_reindex(
     for q in queries:
         doc_id, declared = items[q.id]
         bound = declared or settings.known_item_max_rank
-        r0, r1 = _rank(before[q.id], doc_id), _rank(after[q.id], doc_id)
+        r0, r1 = rank_of(before[q.id], doc_id), rank_of(after[q.id], doc_id)
         if r0 != r1:
             moved += 1
         if before[q.id][: settings.churn_k] != after[q.id][: settings.churn_k]:
             topk_changed += 1
         if r0 is not None and r0 <= bound and (r1 is None or r1 > bound):
             v.fail(
-                f"{_qline(q, profile_of(settings))}: known item {doc_id!r} "
-                f"({_title(coll, doc_id)}) "
+                f"{query_line(q, profile_of(settings))}: known item {doc_id!r} "
+                f"({title_of(coll, doc_id)}) "
                 f"was at rank {r0} (<= {bound}) before the re-index, "
                 f"{'at rank ' + str(r1) if r1 else 'absent'} after; "
-                f"before: {_show_ids(before[q.id], 3)}; after: {_show_ids(after[q.id], 3)}",
+                f"before: {show_ids(before[q.id], 3)}; after: {show_ids(after[q.id], 3)}",
                 code="known-item-reindex",
                 subject=f"{q.id}:{doc_id}",
             )
@@ -129,7 +129,7 @@ def check_paraphrase_churn(
         f"{profile_of(settings)}): RBO(p={settings.churn_rbo_p:g}) >= {settings.churn_min_rbo:g} "
         f"and Jaccard@{k} >= {settings.churn_min_jaccard:g} expected",
     )
-    search = _Searcher(target, profile_of(settings), cache=True)
+    search = Searcher(target, profile_of(settings), cache=True)
     tops = {q.id: search(q.text, limit=max(settings.limit, k)).ids[:k] for q in members}
     pairs: list[dict[str, Any]] = []
     rbos: list[float] = []
@@ -147,8 +147,8 @@ def check_paraphrase_churn(
                     code="churn",
                     subject=f"{a.id}:{b.id}",
                 )
-                v.note(f"{a.id} top {k}: {_show_ids(tops[a.id], k)}")
-                v.note(f"{b.id} top {k}: {_show_ids(tops[b.id], k)}")
+                v.note(f"{a.id} top {k}: {show_ids(tops[a.id], k)}")
+                v.note(f"{b.id} top {k}: {show_ids(tops[b.id], k)}")
     v.details.update(
         group=group,
         pairs=pairs,
@@ -195,7 +195,9 @@ def _tighten(
 
     option_filters = {k: v for k, v in filters.items() if k in OPTION_KEYS}
     # The same listing meets the same option filters in many chains: judged once per collection.
-    memo: dict[tuple[str, str], list[Mapping[str, Any]]] = _shared(coll, "matching-options", dict)
+    memo: dict[tuple[str, str], list[Mapping[str, Any]]] = once_per_target(
+        coll, "matching-options", dict
+    )
     shape = json.dumps(option_filters, sort_keys=True, default=str)
     options = []
     for d in ids:
@@ -306,8 +308,8 @@ def check_filter_monotonicity(
     only (``extract=False``), so the chain is exactly what is listed. Each step must add no
     result and invert at most ``max_inversions`` pairs (see :func:`check_monotonic_step`)."""
     cid = f"filter-monotonicity-{query.id}"
-    v = Verdict(cid, "filter-monotonicity", _qline(query, profile_of(settings)))
-    search = _Searcher(target, profile_of(settings), cache=True)
+    v = Verdict(cid, "filter-monotonicity", query_line(query, profile_of(settings)))
+    search = Searcher(target, profile_of(settings), cache=True)
     limit = settings.chain_limit
     chain: list[dict[str, Any]] = [{}]
     from pytest_searcheval.x402.vocabulary import FILTER_KEYS
@@ -341,8 +343,8 @@ def check_filter_monotonicity(
         narrower = json.dumps(chain[i], sort_keys=True)
         for d in added:
             v.fail(
-                f"tightening {wider} to {narrower} added {d!r} ({_title(coll, d)}) at rank "
-                f"{_rank(answers[i], d)}: it was not among the {len(answers[i - 1])} results "
+                f"tightening {wider} to {narrower} added {d!r} ({title_of(coll, d)}) at rank "
+                f"{rank_of(answers[i], d)}: it was not among the {len(answers[i - 1])} results "
                 f"of the wider filters"
                 + (
                     " (that answer was full, but it now outranks listings that were in it)"
@@ -354,9 +356,9 @@ def check_filter_monotonicity(
             )
         if len(inverted) > settings.max_inversions:
             shown = "; ".join(
-                f"{a} (rank {_rank(answers[i - 1], a)}) above {b} (rank "
-                f"{_rank(answers[i - 1], b)}) became {_rank(answers[i], a)} vs "
-                f"{_rank(answers[i], b)}"
+                f"{a} (rank {rank_of(answers[i - 1], a)}) above {b} (rank "
+                f"{rank_of(answers[i - 1], b)}) became {rank_of(answers[i], a)} vs "
+                f"{rank_of(answers[i], b)}"
                 for a, b in inverted[:5]
             )
             v.fail(
@@ -366,8 +368,8 @@ def check_filter_monotonicity(
                 subject=f"{wider}->{narrower}",
             )
         if added or len(inverted) > settings.max_inversions:
-            v.note(f"{wider}: {_show_ids(answers[i - 1])}")
-            v.note(f"{narrower}: {_show_ids(answers[i])}")
+            v.note(f"{wider}: {show_ids(answers[i - 1])}")
+            v.note(f"{narrower}: {show_ids(answers[i])}")
     v.details.update(query=query.id, steps=steps)
     return v.done()
 
@@ -399,10 +401,10 @@ def check_threshold_compliance(
     * an unanswerable query (``expect.no_result`` or class ``no-result``) returns nothing.
     """
     cid = f"threshold-compliance-{query.id}"
-    v = Verdict(cid, "threshold-compliance", _qline(query, profile_of(settings)))
+    v = Verdict(cid, "threshold-compliance", query_line(query, profile_of(settings)))
     keys = _filter_keys(coll)
     explicit = {k: val for k, val in query.constraints.items() if k in keys}
-    search = _Searcher(target, profile_of(settings), cache=True)
+    search = Searcher(target, profile_of(settings), cache=True)
     response = search(query.text, limit=settings.limit, filters=explicit or None)
     ids = response.ids
     applied = {
@@ -468,7 +470,7 @@ def check_threshold_compliance(
             code="unanswerable-answered",
         )
     if v.problems:
-        v.note(f"ranked: {_show_ids(ids)}")
+        v.note(f"ranked: {show_ids(ids)}")
         if explicit or applied:
             v.note(
                 f"requested filters: {json.dumps(explicit, sort_keys=True)}; applied: "

@@ -147,6 +147,29 @@ def test_targets_and_invariants_reach_x402_only_when_used() -> None:
     assert _violations("optional layers", allowed, level_only=True) == []
 
 
+@functools.cache
+def _private_imports(path: Path) -> list[str]:
+    """``module._name`` for every private name ``path`` imports by name (any level)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    out.append(f"{node.module}.{alias.name}")
+    return out
+
+
+def test_no_private_name_is_imported_across_packages() -> None:
+    # What one package offers another is its public API: a private name stays in its package.
+    bad = [
+        f"{_module(path)} imports {name}"
+        for path in SOURCES
+        for name in _private_imports(path)
+        if name.startswith("pytest_searcheval.") and _layer(name) != _layer(_module(path))
+    ]
+    assert bad == []
+
+
 TARGETS = "pytest_searcheval.targets"
 
 

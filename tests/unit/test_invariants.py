@@ -491,7 +491,7 @@ def test_missing_conformance_set_is_one_skipped_case(
 def test_a_remembered_answer_is_not_searched_again_for_the_same_request(
     memory: MemoryTarget,
 ) -> None:
-    from pytest_searcheval.invariants.base import _Searcher, remember
+    from pytest_searcheval.invariants.base import Searcher, remember
 
     sent: list[tuple[str, str, int, bool]] = []
 
@@ -505,13 +505,13 @@ def test_a_remembered_answer_is_not_searched_again_for_the_same_request(
     target = Counting()
     given = memory.search("weather", profile="hybrid", limit=20)
     remember(target, given, profile="hybrid", text="weather", limit=20)
-    assert _Searcher(target, "hybrid", cache=True)("weather", limit=20) is given
+    assert Searcher(target, "hybrid", cache=True)("weather", limit=20) is given
     assert sent == []
     # Another profile, limit, filter or extraction setting is another request.
-    _Searcher(target, "lexical", cache=True)("weather", limit=20)
-    _Searcher(target, "hybrid", cache=True)("weather", limit=10)
-    _Searcher(target, "hybrid", cache=True)("weather", limit=20, extract=False)
-    _Searcher(target, "hybrid", cache=True)("weather", limit=20, filters={"type": "http"})
+    Searcher(target, "lexical", cache=True)("weather", limit=20)
+    Searcher(target, "hybrid", cache=True)("weather", limit=10)
+    Searcher(target, "hybrid", cache=True)("weather", limit=20, extract=False)
+    Searcher(target, "hybrid", cache=True)("weather", limit=20, filters={"type": "http"})
     assert [s[1:] for s in sent] == [
         ("lexical", 20, True),
         ("hybrid", 10, True),
