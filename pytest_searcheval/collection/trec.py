@@ -15,8 +15,8 @@ import dataclasses
 import hashlib
 import math
 import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Collection as Collection_
-from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -164,6 +164,62 @@ def _add_judgment(
     out.setdefault(qid, {})[did] = grade
 
 
+#: The third field of a BEIR qrels header line.
+_BEIR_HEADER = ("score", "grade", "relevance")
+
+#: One qrels line as (query id, document id, grade text); a string says what was expected;
+#: ``None`` skips the line (a header).
+Row = Callable[[str, int], tuple[str, str, str] | str | None]
+
+
+def _beir_row(text: str, line: int) -> tuple[str, str, str] | str | None:
+    parts = text.split("\t")
+    if len(parts) != 3:
+        return f"expected 3 tab-separated fields, got {len(parts)}"
+    if line == 1 and parts[2].strip() in _BEIR_HEADER:
+        return None
+    return parts[0].strip(), parts[1].strip(), parts[2].strip()
+
+
+def _trec_row(text: str, line: int) -> tuple[str, str, str] | str | None:
+    parts = text.split()
+    if len(parts) != 4:
+        return f"expected 'qid iter docid grade' (4 fields), got {len(parts)}"
+    return parts[0], parts[2], parts[3]
+
+
+def _read_qrels(
+    path: Path,
+    name: str,
+    problems: Problems,
+    grades: Sequence[int] | None,
+    max_line_bytes: int,
+    row: Row,
+) -> tuple[dict[str, dict[str, int]], dict[tuple[str, str], int]]:
+    """Judgments ``{qid: {docid: grade}}`` and the line of each pair, from a qrels file whose
+    lines ``row`` splits; blank lines are skipped, every problem is added with its line."""
+    out: dict[str, dict[str, int]] = {}
+    where: dict[tuple[str, str], int] = {}
+    for line, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
+        if not text.strip():
+            continue
+        fields = row(text, line)
+        if fields is None:
+            continue
+        if isinstance(fields, str):
+            problems.add(name, line, None, fields)
+            continue
+        qid, did, grade = fields
+        g = _grade(grade, name, line, problems)
+        if g is None:
+            continue
+        if not qid or not did:
+            problems.add(name, line, None, "empty query or document id")
+            continue
+        _add_judgment(out, where, qid, did, g, name, line, problems, grades)
+    return out, where
+
+
 def read_beir_qrels(
     path: Path,
     name: str,
@@ -173,26 +229,7 @@ def read_beir_qrels(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> tuple[dict[str, dict[str, int]], dict[tuple[str, str], int]]:
     """BEIR qrels TSV: ``query-id<TAB>corpus-id<TAB>score``; the header line is optional."""
-    out: dict[str, dict[str, int]] = {}
-    where: dict[tuple[str, str], int] = {}
-    for line, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
-        if not text.strip():
-            continue
-        parts = text.split("\t")
-        if len(parts) != 3:
-            problems.add(name, line, None, f"expected 3 tab-separated fields, got {len(parts)}")
-            continue
-        if line == 1 and parts[2].strip() in ("score", "grade", "relevance"):
-            continue
-        g = _grade(parts[2].strip(), name, line, problems)
-        qid, did = parts[0].strip(), parts[1].strip()
-        if g is None:
-            continue
-        if not qid or not did:
-            problems.add(name, line, None, "empty query or document id")
-            continue
-        _add_judgment(out, where, qid, did, g, name, line, problems, grades)
-    return out, where
+    return _read_qrels(path, name, problems, grades, max_line_bytes, _beir_row)
 
 
 def read_trec_qrels(
@@ -204,21 +241,7 @@ def read_trec_qrels(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> tuple[dict[str, dict[str, int]], dict[tuple[str, str], int]]:
     """TREC qrels: ``qid iter docid grade``, whitespace separated (trec_eval's format)."""
-    out: dict[str, dict[str, int]] = {}
-    where: dict[tuple[str, str], int] = {}
-    for line, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
-        parts = text.split()
-        if not parts:
-            continue
-        if len(parts) != 4:
-            problems.add(
-                name, line, None, f"expected 'qid iter docid grade' (4 fields), got {len(parts)}"
-            )
-            continue
-        g = _grade(parts[3], name, line, problems)
-        if g is not None:
-            _add_judgment(out, where, parts[0], parts[2], g, name, line, problems, grades)
-    return out, where
+    return _read_qrels(path, name, problems, grades, max_line_bytes, _trec_row)
 
 
 _TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)

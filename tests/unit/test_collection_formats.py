@@ -160,3 +160,45 @@ def test_bad_run_file_lists_every_problem(tmp_path: Path) -> None:
         (4, "score"),
         (5, None),
     ]
+
+
+def test_beir_and_trec_qrels_report_every_problem_with_file_line_and_field(
+    tmp_path: Path,
+) -> None:
+    from pytest_searcheval.collection.io import Problems
+    from pytest_searcheval.collection.trec import read_beir_qrels, read_trec_qrels
+
+    beir_path, trec_path = tmp_path / "test.tsv", tmp_path / "qrels.txt"
+    beir_path.write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\n\nq1\td2\nq1\td3\thigh\n"
+        "\td4\t1\nq1\td1\t0\nq1\td5\t2.0\nq1\td6\t7\n"
+    )
+    trec_path.write_text("q1 0 d1 1\n\nq1 0 d2\nq1 0 d3 high\nq1 0 d1 0\nq1 0 d5 2.0\nq1 0 d6 7\n")
+    expected = {
+        beir_path: (
+            [2, 8],
+            [
+                "test.tsv:4: expected 3 tab-separated fields, got 2",
+                "test.tsv:5 [grade]: expected an integer grade, got 'high'",
+                "test.tsv:6: empty query or document id",
+                "test.tsv:7: duplicate judgment q1 d1 (first on line 2)",
+                "test.tsv:9 [grade]: grade 7 outside the declared scale 0, 1, 2",
+            ],
+        ),
+        trec_path: (
+            [1, 6],
+            [
+                "qrels.txt:3: expected 'qid iter docid grade' (4 fields), got 3",
+                "qrels.txt:4 [grade]: expected an integer grade, got 'high'",
+                "qrels.txt:5: duplicate judgment q1 d1 (first on line 1)",
+                "qrels.txt:7 [grade]: grade 7 outside the declared scale 0, 1, 2",
+            ],
+        ),
+    }
+    for reader, path in ((read_beir_qrels, beir_path), (read_trec_qrels, trec_path)):
+        problems = Problems()
+        judgments, where = reader(path, path.name, problems, [0, 1, 2])
+        lines, shown = expected[path]
+        assert judgments == {"q1": {"d1": 1, "d5": 2}}
+        assert where == {("q1", "d1"): lines[0], ("q1", "d5"): lines[1]}
+        assert [str(p) for p in problems.items] == shown
