@@ -34,6 +34,10 @@ from pytest_searcheval.assertions.result import Context, SearchResult, grade_tex
 
 SNAPSHOT_DIR = "__rankings__"
 UPDATE_OPTION = "--search-eval-snapshot-update"
+STRICT_OPTION = "--search-eval-snapshot-strict"
+STRICT_INI = "search_eval_snapshot_strict"
+#: The variables that make a run a CI run, read as pytest reads them (set and non-empty).
+CI_VARIABLES = ("CI", "BUILD_NUMBER")
 #: Rows shown in a diff beyond the compared depth; the rest is counted.
 DIFF_ROWS = 20
 
@@ -96,6 +100,34 @@ class Tolerance:
         if self.depth is not None:
             parts.append(f"first {self.depth} compared")
         return ", ".join(parts)
+
+
+def strict_reason(setting: bool | None, environ: Mapping[str, str]) -> str | None:
+    """Why a missing snapshot fails in this run, or ``None`` when it is recorded.
+
+    ``setting`` is ``--search-eval-snapshot-strict`` / ini ``search_eval_snapshot_strict``:
+    true or false decides; unset, a CI run (``CI`` or ``BUILD_NUMBER`` non-empty) is strict."""
+    if setting is not None:
+        return f"{STRICT_OPTION} (or ini {STRICT_INI}) is on" if setting else None
+    for variable in CI_VARIABLES:
+        if environ.get(variable):
+            return (
+                f"the {variable} environment variable is set: a CI run records no snapshot "
+                f"(ini {STRICT_INI} = false records there too)"
+            )
+    return None
+
+
+def missing(name: str, path: Path | str, reason: str, nodeid: str) -> str:
+    """The failure of a snapshot that was never recorded, in a strict run."""
+    import shlex
+
+    return (
+        f"no ranking snapshot {name!r} in {path}, and a missing snapshot fails this run "
+        f"({reason}).\n"
+        f"Record it where the ranking is known to be right, review the file and commit it:\n"
+        f"  pytest --search-eval {UPDATE_OPTION} {shlex.quote(nodeid)}"
+    )
 
 
 def snapshot_path(test_file: Path, test_name: str) -> Path:

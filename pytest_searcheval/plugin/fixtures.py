@@ -359,10 +359,15 @@ class RankingSnapshot:
         facts: HandWrittenFacts,
         rootpath: Path,
         titles: Mapping[str, str],
+        strict: str | None = None,
+        nodeid: str = "",
     ) -> None:
         self.path = path
         self.test_name = test_name
         self.update = update
+        #: why a snapshot never recorded fails (``None``: it is recorded)
+        self.strict = strict
+        self.nodeid = nodeid or test_name
         self._facts = facts
         self._rootpath = rootpath
         #: every title of the corpus: a recorded document may be one this run did not return
@@ -380,7 +385,9 @@ class RankingSnapshot:
         depth: int | None = None,
     ) -> None:
         """Compare ``ranking`` with its snapshot ``name`` (default: the result's query text),
-        recording it when there is none yet or with ``--search-eval-snapshot-update``.
+        recording it when there is none yet or with ``--search-eval-snapshot-update``. In a
+        strict run (CI, or ``--search-eval-snapshot-strict``) a snapshot never recorded fails
+        instead, saying how to record it.
 
         With no bound the rankings must be equal; ``min_rbo`` (rank-biased overlap, ``rbo_p``
         its persistence), ``top_k`` (the same documents in the first k, in any order) and
@@ -405,6 +412,8 @@ class RankingSnapshot:
             entries = {}  # an unreadable file is what an update replaces
             del exc
         recorded = entries.get(name)
+        if recorded is None and not self.update and self.strict is not None:
+            raise AssertionError(snapshot.missing(name, self._shown(), self.strict, self.nodeid))
         if recorded is None or self.update:
             if recorded != now:
                 entries[name] = now
@@ -477,7 +486,9 @@ def searcheval(request: pytest.FixtureRequest) -> Searcheval:
 @pytest.fixture
 def ranking_snapshot(request: pytest.FixtureRequest, searcheval: Searcheval) -> RankingSnapshot:
     """Rankings recorded beside the test, compared on later runs (see docs/assertions.md)."""
-    from pytest_searcheval.assertions.snapshot import snapshot_path
+    import os
+
+    from pytest_searcheval.assertions.snapshot import snapshot_path, strict_reason
 
     state = request.config.stash[STATE_KEY]
     node = request.node
@@ -488,6 +499,8 @@ def ranking_snapshot(request: pytest.FixtureRequest, searcheval: Searcheval) -> 
         searcheval._facts(),
         Path(request.config.rootpath),
         _Titles(state),
+        strict=strict_reason(state.cfg.snapshot_strict, os.environ),
+        nodeid=node.nodeid,
     )
 
 
