@@ -100,19 +100,32 @@ class Searcheval:
         """Search ``text`` on ``profile`` (default: the gated profile), up to ``limit``
         results (default: the run's ``--search-eval-limit``). An unavailable profile, a
         failing target or a search slower than ``--search-eval-timeout`` raises
-        :class:`~pytest_searcheval.targets.TargetUnavailable` with the reason."""
+        :class:`~pytest_searcheval.targets.TargetUnavailable` with the reason.
+
+        A target that answers golden queries by id (TREC run files, ``--search-eval-run``)
+        answers the text of one of the collection's queries (case and spacing aside) with
+        that query's ranking, as :meth:`query` does; any other text, or filters, raise
+        ``TargetUnavailable`` saying so."""
         cfg = self._state.cfg
         chosen = profile or cfg.gated
         wanted = cfg.limit if limit is None else int(limit)
         if wanted < 1:
             raise ValueError(f"searcheval.search: limit must be a positive integer, got {limit!r}")
         self._available(chosen)
+        by_id = getattr(self._target, "search_query", None) is not None
+        if by_id and not filters:
+            golden = self._golden_ids(text)
+            if len(golden) == 1:
+                query = self._state.collection.queries[golden[0]]
+                return self._answer(query, chosen, text, None if limit is None else wanted)
         start = time.perf_counter()
         try:
             response = self._target.search(
                 text, profile=chosen, limit=wanted, filters=dict(filters or {}), extract=extract
             )
         except TargetUnavailable as exc:
+            if by_id:
+                raise TargetUnavailable(self._by_id_only(text, chosen, filters)) from exc
             raise TargetUnavailable(f"profile {chosen!r}: {exc or 'target unavailable'}") from exc
         elapsed = (time.perf_counter() - start) * 1000.0
         self._in_time(chosen, text, elapsed)
@@ -125,13 +138,41 @@ class Searcheval:
         query = self._golden(qid)
         chosen = profile or self._state.cfg.gated
         self._available(chosen)
-        response = self._state.search(self._target, query, chosen)
+        return self._answer(query, chosen, query.text, None)
+
+    def _answer(self, query: Query, profile: str, text: str, limit: int | None) -> SearchResult:
+        """The golden query's cached answer; cut at ``limit`` when one is asked for."""
+        response = self._state.search(self._target, query, profile)
         if response is None:
-            why = self._state.unavailable.get(chosen, "no response")
-            raise TargetUnavailable(f"profile {chosen!r} unavailable: {why}")
-        elapsed = self._state.latency_ms.get((query.id, chosen))
-        limit = self._state.cfg.limit
-        return self._result(query.text, chosen, limit, response, query.id, None, elapsed)
+            why = self._state.unavailable.get(profile, "no response")
+            raise TargetUnavailable(f"profile {profile!r} unavailable: {why}")
+        elapsed = self._state.latency_ms.get((query.id, profile))
+        wanted = self._state.cfg.limit if limit is None else limit
+        return self._result(
+            text, profile, wanted, response, query.id, None, elapsed, cut=limit is not None
+        )
+
+    def _by_id_only(self, text: str, profile: str, filters: Mapping[str, Any] | None) -> str:
+        head = (
+            f"profile {profile!r}: a run file (--search-eval-run) holds a fixed ranking for "
+            "each of the collection's queries and searches nothing else"
+        )
+        golden = self._golden_ids(text)
+        if filters and golden:
+            return (
+                f"{head}: it cannot apply filters to the ranking of {golden[0]!r}; search "
+                f"without filters=, or use searcheval.query({golden[0]!r})"
+            )
+        if len(golden) > 1:
+            named = ", ".join(golden)
+            return (
+                f"{head}: {text!r} is the text of several queries ({named}); name one: "
+                f"searcheval.query({golden[0]!r})"
+            )
+        return (
+            f"{head}: {text!r} is not the text of one of them; use searcheval.query('<id>') "
+            "with a query id, or search the text of a query as the collection gives it"
+        )
 
     # --- measuring ------------------------------------------------------------------------
 
@@ -251,11 +292,17 @@ class Searcheval:
         return queries[qid]
 
     def _golden_id(self, text: str) -> str | None:
+        golden = self._golden_ids(text)
+        return golden[0] if golden else None
+
+    def _golden_ids(self, text: str) -> list[str]:
+        """The golden queries whose text is ``text``, case and spacing aside."""
         wanted = " ".join(text.split()).casefold()
-        for query in self._state.collection.queries.values():
-            if " ".join(query.text.split()).casefold() == wanted:
-                return query.id
-        return None
+        return [
+            query.id
+            for query in self._state.collection.queries.values()
+            if " ".join(query.text.split()).casefold() == wanted
+        ]
 
     def _context(self, qid: str | None, ids: Sequence[str], profile: str | None) -> Context:
         from pytest_searcheval.assertions.result import Context
@@ -285,6 +332,8 @@ class Searcheval:
         qid: str | None,
         filters: Mapping[str, Any] | None,
         elapsed: float | None,
+        *,
+        cut: bool = False,
     ) -> SearchResult:
         from pytest_searcheval.assertions.result import SearchResult
 
@@ -293,7 +342,7 @@ class Searcheval:
         for hit in response.hits:
             seen.setdefault(hit.id, hit.score)
         pairs = list(seen.items())
-        if not response.meta.get("whole"):
+        if cut or not response.meta.get("whole"):
             pairs = pairs[:limit]
         ids = tuple(d for d, _ in pairs)
         result = SearchResult(

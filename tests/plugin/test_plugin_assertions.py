@@ -432,3 +432,75 @@ def test_under_xdist_the_section_is_the_serial_one(
     assert report["hand_written"] == first
     assert first["tests"]["test_snap.py::test_rankings"]["snapshots_recorded"] == [SNAPFILE]
     xdist.stdout.fnmatch_lines([f"searcheval: recorded ranking snapshot {SNAPFILE}"])
+
+
+# --- a run-file target ---------------------------------------------------------------------
+
+RUN_TOPICS = "1\tred apples\n2\tgreen pears\n3\tyellow figs\n4\tyellow figs\n"
+RUN_FILE = "1 Q0 d3 1 9.0 bm25\n1 Q0 d1 2 8.0 bm25\n1 Q0 d2 3 7.0 bm25\n2 Q0 d2 1 1.0 bm25\n"
+RUN_HAND = """
+import pytest
+from pytest_searcheval.targets import TargetUnavailable
+
+def test_topic_text(searcheval):
+    r = searcheval.search("Red  APPLES")
+    assert r.qid == "1" and r.ids == ("d3", "d1", "d2") and r.profile == "bm25"
+    assert r.query == "Red  APPLES" and r.scores == (9.0, 8.0, 7.0)
+    assert searcheval.query("1").ids == r.ids
+    assert searcheval.measure(r)["RR"] == 0.5
+
+def test_a_limit_cuts_the_whole_ranking(searcheval):
+    r = searcheval.search("red apples", limit=2)
+    assert r.ids == ("d3", "d1") and r.limit == 2
+
+def test_other_text(searcheval):
+    with pytest.raises(TargetUnavailable) as info:
+        searcheval.search("purple plums")
+    print("OTHER=" + str(info.value))
+
+def test_shared_text(searcheval):
+    with pytest.raises(TargetUnavailable) as info:
+        searcheval.search("yellow figs")
+    print("SHARED=" + str(info.value))
+
+def test_filters(searcheval):
+    with pytest.raises(TargetUnavailable) as info:
+        searcheval.search("green pears", filters={"network": "x"})
+    print("FILTERS=" + str(info.value))
+"""
+
+
+def test_a_run_file_answers_its_topics_texts_and_names_query_for_the_rest(
+    pytester: pytest.Pytester,
+) -> None:
+    (pytester.path / "qrels.txt").write_text("1 0 d1 2\n2 0 d2 1\n3 0 d1 1\n4 0 d1 1\n")
+    (pytester.path / "topics.tsv").write_text(RUN_TOPICS)
+    (pytester.path / "bm25.run").write_text(RUN_FILE)
+    pytester.makeini(
+        "[pytest]\nsearch_eval_qrels = qrels.txt\nsearch_eval_topics = topics.tsv\n"
+        "search_eval_run = bm25.run\n"
+    )
+    _hand(pytester, RUN_HAND)
+    result = pytester.runpytest(*RUN, "-s", "test_hand.py")
+    result.assert_outcomes(passed=5)
+    out = result.stdout.str()
+    head = (
+        "profile 'bm25': a run file (--search-eval-run) holds a fixed ranking for each of the "
+        "collection's queries and searches nothing else: "
+    )
+    assert _line(out, "OTHER") == head + (
+        "'purple plums' is not the text of one of them; use searcheval.query('<id>') with a "
+        "query id, or search the text of a query as the collection gives it"
+    )
+    assert _line(out, "SHARED") == head + (
+        "'yellow figs' is the text of several queries (3, 4); name one: searcheval.query('3')"
+    )
+    assert _line(out, "FILTERS") == head + (
+        "it cannot apply filters to the ranking of '2'; search without filters=, or use "
+        "searcheval.query('2')"
+    )
+
+
+def _line(output: str, key: str) -> str:
+    line = next(x for x in output.splitlines() if f"{key}=" in x)
+    return line.split(f"{key}=", 1)[1]
