@@ -9,42 +9,41 @@ invariant holds, raises :class:`InvariantFailure` (an ``AssertionError``) when i
 skips (``pytest.skip`` when pytest is present, else :class:`InvariantSkipped`) when it cannot
 be checked, with the reason.
 
-The invariants (docs/invariants.md gives the exact definitions and every setting):
+The generic families, registered here, run on any collection (docs/invariants.md gives the
+exact definitions and every setting):
 
 ``known-item-stability``  a query with a known item ranks it at rank <= max_rank; one extra case
     (``known-item-stability-reindex``) re-indexes an isolated clone and requires the same.
 ``paraphrase-churn``      queries sharing a ``group`` keep RBO and Jaccard@k above bounds.
-``filter-monotonicity``   along a chain of ever tighter filters no result is added and the
-    relative order of the results that remain is preserved.
-``threshold-compliance``  results satisfy the filters (independent oracle), the limit holds,
-    scores do not increase, nothing is returned under a reported no-result decision, and an
-    unanswerable query returns nothing.
+``threshold-compliance``  results satisfy the filters (judged by the collection's domain), the
+    limit holds, scores do not increase, nothing is returned under a reported no-result
+    decision, and an unanswerable query returns nothing.
 ``duplicate-resistance``  a keyword-stuffed and a near-duplicate copy of a known item, inserted
     into an isolated clone, neither push it from its rank nor take more than a bound of top-k.
 ``deletion-isolation``    a listing deleted from an isolated clone disappears at once and every
     other ranking is unchanged apart from its removal.
-``filter-conformance``    the conformance set, alone in an isolated clone, answers every case
-    with no violation and no miss.
-``constraint-extraction`` extracted filters against the hand-labelled constraints, per field,
-    and spurious filters.
+
+A domain plugs in families of its own through the same registry (:func:`invariant` with
+``domain=``): the x402 ones (``filter-monotonicity``, ``filter-conformance``,
+``constraint-extraction``) live in :mod:`pytest_searcheval.x402.invariants` and register when
+the x402 domain is loaded; this package imports nothing of x402.
 
 Mutating invariants never touch the target itself: they work in ``target.isolated()``. A target
 that is not a ``MutableTarget`` skips them with that reason.
 
-Layout: this module makes the cases and summarises records; ``invariants_core`` holds settings,
-outcomes and searching; ``invariants_ranking`` invariants 1-4, ``invariants_catalog`` 5-7,
-``invariants_extraction`` 8; ``invariants_testing`` a correct and deliberately broken targets.
+Layout: this module makes the generic cases and summarises records; ``registry`` holds the
+families in collection order; ``base`` settings, outcomes, cases and searching; ``ranking``
+known items, churn, threshold compliance and the comparison of two rankings; ``catalog``
+duplicate resistance and deletion isolation.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_searcheval.collection.model import Collection, Query
 from pytest_searcheval.invariants.base import (
-    EXTRACTION_FIELDS,
     NOT_MUTABLE,
     Cases,
     InvariantCase,
@@ -64,18 +63,13 @@ from pytest_searcheval.invariants.base import (
     settings_from,
 )
 from pytest_searcheval.invariants.catalog import (
-    check_conformance_case,
     check_deletion_isolation,
     check_duplicate_resistance,
-    conformance_dir,
     near_duplicate,
     record_of,
-    run_conformance,
     stuffed_copy,
 )
-from pytest_searcheval.invariants.extraction import check_extraction, extraction_counts
 from pytest_searcheval.invariants.ranking import (
-    check_filter_monotonicity,
     check_known_item,
     check_known_items_reindex,
     check_monotonic_step,
@@ -84,10 +78,8 @@ from pytest_searcheval.invariants.ranking import (
     inversions,
 )
 from pytest_searcheval.invariants.registry import FAMILIES, cases_for, family_of, invariant, names
-from pytest_searcheval.targets import SearchTarget
 
 __all__ = [
-    "EXTRACTION_FIELDS",
     "FAMILIES",
     "NOT_MUTABLE",
     "Cases",
@@ -101,19 +93,14 @@ __all__ = [
     "bind",
     "cases",
     "cases_for",
-    "check_conformance_case",
     "check_deletion_isolation",
     "check_duplicate_resistance",
-    "check_extraction",
-    "check_filter_monotonicity",
     "check_known_item",
     "check_known_items_reindex",
     "check_monotonic_step",
     "check_paraphrase_churn",
     "check_threshold_compliance",
     "clear_caches",
-    "conformance_dir",
-    "extraction_counts",
     "family_of",
     "invariant",
     "inversions",
@@ -125,7 +112,6 @@ __all__ = [
     "profile_of",
     "queries_of",
     "record_of",
-    "run_conformance",
     "settings_from",
     "stuffed_copy",
     "summarize",
@@ -203,17 +189,6 @@ def _churn_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
     return add.out
 
 
-@invariant("filter-monotonicity", domain="x402")
-def _monotonicity_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
-    from pytest_searcheval.x402.vocabulary import FILTER_KEYS
-
-    add = Cases("filter-monotonicity")
-    for q in queries_of(coll, s):
-        if any(k in FILTER_KEYS for k in q.constraints):
-            add(q.id, f"{q.id}: filter chain", check_filter_monotonicity, coll, q, s, query_id=q.id)
-    return add.out
-
-
 @invariant("threshold-compliance")
 def _threshold_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
     add = Cases("threshold-compliance")
@@ -286,50 +261,6 @@ def _deletion_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCas
             mutates=True,
         )
     return add.out
-
-
-@invariant("filter-conformance", domain="x402")
-def _conformance_family(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
-    return _conformance_cases(coll, s)
-
-
-@invariant("constraint-extraction", domain="x402")
-def _extraction_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
-    add = Cases("constraint-extraction")
-    for name in (*EXTRACTION_FIELDS, "spurious"):
-        add(name, f"extraction: {name}", check_extraction, coll, name, s)
-    return add.out
-
-
-def _conformance_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
-    path = conformance_dir(coll, s)
-
-    def unavailable(reason: str) -> list[InvariantCase]:
-        def skip(_: SearchTarget) -> InvariantOutcome:
-            return InvariantOutcome(
-                "filter-conformance-set", "filter-conformance", "skipped", reason
-            )
-
-        return [
-            InvariantCase("filter-conformance-set", "filter-conformance", "conformance set", skip)
-        ]
-
-    if path is None or not (path / "cases.yaml").is_file():
-        return unavailable(f"no conformance set at {path}/cases.yaml")
-    from pytest_searcheval.x402.conformance import load_conformance
-
-    # Expectations are checked per case (a disagreement with the oracle is shown, not fatal).
-    conf = load_conformance(path, coll.assets, check_oracle=False)
-    return [
-        InvariantCase(
-            f"filter-conformance-{case.id}",
-            "filter-conformance",
-            f"{case.id}: {json.dumps(case.filters, sort_keys=True)}",
-            bind(check_conformance_case, coll, conf, case, s),
-            mutates=True,
-        )
-        for case in conf.cases
-    ]
 
 
 # ------------------------------------------------------------------------------ summary

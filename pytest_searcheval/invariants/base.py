@@ -24,15 +24,6 @@ from pytest_searcheval.targets import (
     TargetUnavailable,
 )
 
-#: Report field -> filter key, for constraint extraction accuracy.
-EXTRACTION_FIELDS: dict[str, str] = {
-    "network": "network",
-    "type": "type",
-    "asset": "asset",
-    "price": "max_price_usd",
-    "scheme": "scheme",
-    "extension": "extension",
-}
 SHOWN = 8  # ranked ids shown in a failure message
 
 
@@ -83,6 +74,8 @@ class InvariantSettings:
         from pytest_searcheval.invariants.registry import names
 
         known = names() if self.enabled else ()
+        if any(e not in known for e in self.enabled or ()):
+            known = names(every_domain=True)  # a domain's family, not loaded yet
         unknown = [e for e in self.enabled or () if e not in known]
         if unknown:
             problems.append(

@@ -3,9 +3,7 @@ deletion isolation (6), filter conformance (7). Definitions: docs/invariants.md.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from pytest_searcheval.collection.model import Collection, Document, Query
@@ -16,7 +14,6 @@ from pytest_searcheval.invariants.base import (
     Searcher,
     Verdict,
     isolated_clone,
-    once_per_target,
     profile_of,
     query_line,
     rank_of,
@@ -24,7 +21,7 @@ from pytest_searcheval.invariants.base import (
     title_of,
 )
 from pytest_searcheval.jsonsafe import json_safe
-from pytest_searcheval.targets import SearchTarget, write_in_bulk
+from pytest_searcheval.targets import SearchTarget
 
 # ------------------------------------------------------------------------------ records
 
@@ -239,111 +236,4 @@ def check_deletion_isolation(
             v.note(f"{q.id} before: {show_ids(a0)}")
             v.note(f"{q.id} after:  {show_ids(a1)}")
     v.details.update(doc=doc_id, probes=len(probes), probes_holding_it=held, changed=changed)
-    return v.done()
-
-
-# ------------------------------------------------------------------------------ 7 conformance
-
-
-def conformance_dir(coll: Collection, settings: InvariantSettings) -> Path | None:
-    if settings.conformance_dir:
-        return Path(settings.conformance_dir)
-    if coll.root:
-        return Path(coll.root) / "conformance"
-    return None
-
-
-def run_conformance(
-    target: SearchTarget, coll: Collection, conf: Any, settings: InvariantSettings
-) -> dict[str, Any]:
-    """Build the conformance target and answer every case; ``{"skip": reason}`` or
-    ``{"answers": {case id: [ids]}, "setup": {...}}``.
-
-    The clone is emptied of the collection's own listings and then holds exactly the
-    conformance listings, so ``expect_ids`` is the complete set of listings that match.
-    """
-    with isolated_clone(target) as clone:
-        if clone is None:
-            return {"skip": NOT_MUTABLE}
-        gone = [d for d in sorted(coll.documents) if d not in conf.documents]
-        removed = len(gone)
-        write_in_bulk(clone, "delete", gone)
-        write_in_bulk(
-            clone, "upsert", [record_of(conf.documents[d]) for d in sorted(conf.documents)]
-        )
-        search = Searcher(clone, profile_of(settings), cache=False)
-        limit = max(settings.conformance_limit, len(conf.documents))
-        answers: dict[str, list[str]] = {}
-        for case in conf.cases:
-            answers[case.id] = search(
-                case.query, limit=limit, filters=case.filters, extract=False
-            ).ids
-    return {"answers": answers, "setup": {"removed": removed, "listings": len(conf.documents)}}
-
-
-def check_conformance_case(
-    target: SearchTarget,
-    coll: Collection,
-    conf: Any,
-    case: Any,
-    settings: InvariantSettings,
-) -> InvariantOutcome:
-    """No violation (a returned listing that breaks the case's filters, by the oracle, or that
-    ``expect_ids`` does not list) and no miss (a listed listing not returned)."""
-    from pytest_searcheval.x402.oracle import violations
-
-    cid = f"filter-conformance-{case.id}"
-    v = Verdict(
-        cid,
-        "filter-conformance",
-        f"conformance case {case.id}: query {case.query!r}, filters "
-        f"{json.dumps(case.filters, sort_keys=True)} (profile {profile_of(settings)})",
-    )
-    run = once_per_target(
-        target, "conformance", lambda: run_conformance(target, coll, conf, settings)
-    )
-    if "skip" in run:
-        return v.skip(run["skip"])
-    ids: list[str] = run["answers"][case.id]
-    expected = set(case.expect_ids)
-    oracle = {
-        d for d, doc in conf.documents.items() if not violations(doc, case.filters, coll.assets)
-    }
-    n_violations = 0
-    for rank, d in enumerate(ids, start=1):
-        doc = conf.documents.get(d) or coll.documents.get(d)
-        reasons = violations(doc, case.filters, coll.assets) if doc is not None else []
-        if doc is None:
-            reasons = ["not a listing of the conformance set"]
-        elif d not in expected and not reasons:
-            reasons = ["not in expect_ids"]
-        if reasons:
-            n_violations += 1
-            v.fail(
-                f"violation: rank {rank}: {d}: {'; '.join(reasons)}",
-                code="filter-violation",
-                subject=d,
-            )
-    misses = sorted(expected - set(ids))
-    for d in misses:
-        v.fail(
-            f"miss: {d} ({conf.documents[d].title}) matches the filters but was not returned",
-            code="conformance-miss",
-            subject=d,
-        )
-    if oracle != expected:
-        v.note(
-            f"note: the oracle disagrees with expect_ids (oracle only: "
-            f"{sorted(oracle - expected)}, expect_ids only: {sorted(expected - oracle)})"
-        )
-    if v.problems:
-        v.note(f"returned: {show_ids(ids, 20)}")
-        v.note(f"expected: {', '.join(sorted(expected)) or '(none)'}")
-    v.details.update(
-        case=case.id,
-        expected=len(expected),
-        returned=len(ids),
-        violations=n_violations,
-        misses=len(misses),
-    )
     return v.done()

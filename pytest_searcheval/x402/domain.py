@@ -1,6 +1,7 @@
 """The x402 domain: hard filters over payment options (type, network, scheme, asset, recipient,
 USD price, extension), judged by the independent oracle in :mod:`pytest_searcheval.x402.oracle`,
 and the checks of x402 listing records and payment assets the generic loader asks for.
+Loading it registers the x402 invariant families (:mod:`pytest_searcheval.x402.invariants`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_searcheval.x402 import invariants as _families  # noqa: F401  (registers them)
 from pytest_searcheval.x402 import oracle, records
 from pytest_searcheval.x402.vocabulary import FILTER_KEYS
 

@@ -11,8 +11,8 @@ import pytest
 
 from pytest_searcheval import invariants as inv
 from pytest_searcheval.collection.model import Collection
-from pytest_searcheval.invariants.testing import ForwardingMutable
 from pytest_searcheval.targets import EngineTarget
+from pytest_searcheval.x402.testing import ForwardingMutable
 
 pytestmark = pytest.mark.slow
 

@@ -14,16 +14,16 @@ import pytest
 
 from pytest_searcheval import invariants as inv
 from pytest_searcheval.collection.model import Collection
-from pytest_searcheval.invariants.testing import (
+from pytest_searcheval.settings import SearchEvalConfig
+from pytest_searcheval.targets import MutableTarget, SearchResponse, SearchTarget
+from pytest_searcheval.x402.conformance import load_conformance
+from pytest_searcheval.x402.testing import (
     FLAWS,
     BrokenTarget,
     Forwarding,
     MemoryTarget,
     simple_extract,
 )
-from pytest_searcheval.settings import SearchEvalConfig
-from pytest_searcheval.targets import MutableTarget, SearchResponse, SearchTarget
-from pytest_searcheval.x402.conformance import load_conformance
 
 SETTINGS = inv.InvariantSettings(split="test", profile="hybrid", limit=20)
 
@@ -162,6 +162,101 @@ def test_a_family_of_a_conftest_is_named_like_the_built_in_ones(own_family: str)
     # registered again, it keeps its place
     inv.invariant(own_family)(make)
     assert registry.names() == names
+
+
+SHOP_DOMAIN = """
+class Shop:
+    name = "shop"
+    filter_keys = ("color",)
+    record_key = None
+
+    def violations(self, document, filters, collection):
+        want, have = filters.get("color"), document.fields.get("color")
+        return [] if want is None or have == want else [f"color {have!r} is not {want!r}"]
+
+    def applied(self, filters):
+        return {k: v for k, v in filters.items() if k == "color" and v is not None}
+"""
+
+
+def test_threshold_compliance_judges_filters_by_the_collections_own_domain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_searcheval import domain
+    from pytest_searcheval.collection.model import Document, Query
+    from pytest_searcheval.targets import CallableTarget, Hit
+
+    (tmp_path / "shop_domain.py").write_text(SHOP_DOMAIN, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(domain, "_LOADED", dict(domain._LOADED))
+    monkeypatch.setitem(domain._REGISTRY, "shop", "shop_domain:Shop")
+    shop = Collection(
+        documents={
+            "red": Document("red", "red shirt", "a shirt", fields={"color": "red"}),
+            "blue": Document("blue", "blue shirt", "a shirt", fields={"color": "blue"}),
+        },
+        queries={"q1": Query("q1", "red shirt", "filtered", "test", constraints={"color": "red"})},
+        judgments={"q1": {"red": 2}},
+        manifest={"domain": "shop"},
+    )
+
+    def search(query: str, **_: Any) -> SearchResponse:
+        return SearchResponse(hits=(Hit("red", 2.0), Hit("blue", 1.0)))
+
+    target = CallableTarget(search, profiles=("hybrid",))
+    by_id = {c.id: c for c in inv.cases(shop, SETTINGS)}
+    assert not any(
+        c.invariant in ("filter-monotonicity", "filter-conformance") for c in by_id.values()
+    )
+    outcome = by_id["threshold-compliance-q1"].outcome(target)
+    assert outcome.status == "failed"
+    assert [r.code for r in outcome.reasons] == ["filter-violation"]
+    assert "color 'blue' is not 'red'" in outcome.message
+
+
+X402_LATE = """
+import sys
+import pytest_searcheval.invariants as inv
+from pytest_searcheval.invariants import registry
+import invariants_data as fx
+
+print("BEFORE", ",".join(registry.names()))
+if sys.argv[1] == "settings":  # naming a family of a domain not loaded yet
+    print("ENABLED", ",".join(inv.InvariantSettings(enabled=("filter-conformance",)).enabled))
+else:
+    print("CASES", ",".join(dict.fromkeys(c.invariant for c in inv.cases(fx.collection()))))
+print("AFTER", ",".join(registry.names()))
+"""
+
+
+@pytest.mark.slow  # fresh interpreters
+@pytest.mark.parametrize("first", ["cases", "settings"])
+def test_the_x402_families_register_from_x402_when_the_domain_loads(first: str) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {"PYTHONPATH": f"{root}:{root / 'tests'}", "PATH": ""}
+    out = subprocess.run(
+        [sys.executable, "-c", X402_LATE, first],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    lines = dict(line.split(" ", 1) for line in out.splitlines())
+    generic = "known-item-stability,paraphrase-churn,threshold-compliance,duplicate-resistance"
+    assert lines["BEFORE"] == generic + ",deletion-isolation"
+    # the x402 families take the places the built-in ones always had
+    order = (
+        "known-item-stability,paraphrase-churn,filter-monotonicity,threshold-compliance,"
+        "duplicate-resistance,deletion-isolation,filter-conformance,constraint-extraction"
+    )
+    assert lines["AFTER"] == order
+    if first == "cases":
+        assert lines["CASES"] == order
+    else:
+        assert lines["ENABLED"] == "filter-conformance"
 
 
 # ------------------------------------------------------------------------------ settings

@@ -1,4 +1,6 @@
-"""Constraint extraction accuracy against the hand-labelled constraints (8)."""
+"""Constraint extraction, an invariant of x402 collections: the filters a target extracts
+from the query text against the hand-labelled constraints, per field (network, type, asset,
+price, scheme, extension), and the spurious ones. Definition: docs/invariants.md."""
 
 from __future__ import annotations
 
@@ -7,19 +9,37 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pytest_searcheval.collection.model import Asset, Collection
-from pytest_searcheval.invariants.base import (
-    EXTRACTION_FIELDS,
+from pytest_searcheval.invariants import (
+    Cases,
+    InvariantCase,
     InvariantOutcome,
     InvariantSettings,
     Searcher,
     Verdict,
+    invariant,
     once_per_target,
     profile_of,
     queries_of,
 )
 from pytest_searcheval.targets import SearchTarget
 
-# ------------------------------------------------------------------------------ 8 extraction
+#: Report field -> filter key, for constraint extraction accuracy.
+EXTRACTION_FIELDS: dict[str, str] = {
+    "network": "network",
+    "type": "type",
+    "asset": "asset",
+    "price": "max_price_usd",
+    "scheme": "scheme",
+    "extension": "extension",
+}
+
+
+@invariant("constraint-extraction", domain="x402", after="filter-conformance")
+def _extraction_cases(coll: Collection, s: InvariantSettings) -> list[InvariantCase]:
+    add = Cases("constraint-extraction")
+    for name in (*EXTRACTION_FIELDS, "spurious"):
+        add(name, f"extraction: {name}", check_extraction, coll, name, s)
+    return add.out
 
 
 def _norm(key: str, value: object, assets: Sequence[Asset]) -> str:
