@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 import yaml
 
 from pytest_searcheval.collection.model import CollectionError, Problem
+from pytest_searcheval.collection.records import MAX_DEPTH
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
@@ -209,6 +210,17 @@ def iter_jsonl(
             continue
         try:
             value = loads(text)
+        except RecursionError:
+            # The decoder recurses per array or object: about 1,000 levels end the interpreter's
+            # stack long before the record check (MAX_DEPTH) could name the field.
+            problems.add(
+                name,
+                number,
+                None,
+                f"malformed JSON: nested too deeply to parse (a record nests at most"
+                f" {MAX_DEPTH} levels of arrays and objects)",
+            )
+            continue
         except ValueError as exc:
             msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
             col = exc.colno if isinstance(exc, json.JSONDecodeError) else None

@@ -114,3 +114,21 @@ def test_size_limits_are_enforced_before_parsing(tmp_path: Path) -> None:
     problems = Problems()
     assert list(iter_lines(lines, problems, "big.tsv", max_file_bytes=100)) == []
     assert "4000 bytes, larger than the limit of 100 bytes" in problems.items[0].message
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_json_nested_past_the_parser_is_a_problem_with_its_line(
+    collection: Path, depth: int
+) -> None:
+    """The JSON decoder recurses per level: a line nested ~1,000 deep used to end the loader
+    with a RecursionError instead of a problem naming the file and line."""
+    corpus = next((collection / "corpus").glob("*.jsonl"))
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    lines[2] = lines[2][:-1] + ', "deep": ' + "[" * depth + "]" * depth + "}"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(CollectionError) as info:
+        load(collection)
+    assert (
+        f"corpus/{corpus.name}:3: malformed JSON: nested too deeply to parse"
+        " (a record nests at most 32 levels of arrays and objects)"
+    ) in str(info.value)
