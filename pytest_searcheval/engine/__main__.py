@@ -186,6 +186,7 @@ def serve(args: argparse.Namespace, stop: _Stop | None = None) -> int:
     import uvicorn
 
     from pytest_searcheval.engine.app import create_app
+    from pytest_searcheval.engine.connections import uvicorn_options
     from pytest_searcheval.engine.service import warm
 
     _Server = _server_class()
@@ -229,7 +230,13 @@ def serve(args: argparse.Namespace, stop: _Stop | None = None) -> int:
         port = sock.getsockname()[1]
         host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
         server = _Server(
-            uvicorn.Config(app, log_level="info", lifespan="off", timeout_graceful_shutdown=10)
+            uvicorn.Config(
+                app,
+                log_level="info",
+                lifespan="off",
+                timeout_graceful_shutdown=10,
+                **uvicorn_options(),
+            )
         )
         if stop is not None:
             stop.server = server

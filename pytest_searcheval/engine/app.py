@@ -134,6 +134,7 @@ def _openapi_document(app: FastAPI, engine: SearchEngine, query_cap: int, *, adm
                 get_openapi(title=app.title, version=app.version, routes=app.routes),
                 search_params=SEARCH_PARAMS,
                 profiles=usable,
+                assets=_asset_names(engine),
                 query_cap=query_cap,
                 max_limit=MAX_LIMIT,
                 max_offset=MAX_OFFSET,
@@ -143,3 +144,8 @@ def _openapi_document(app: FastAPI, engine: SearchEngine, query_cap: int, *, adm
         return documents[usable]
 
     return openapi_document
+
+
+def _asset_names(engine: SearchEngine) -> list[str]:
+    """What the asset filter accepts: every registered code and contract address, sorted."""
+    return sorted({a.code for a in engine.assets} | {a.address for a in engine.assets})

@@ -3,7 +3,9 @@
 The handlers read their parameters themselves (to answer every bad value with a 4xx naming the
 parameter), so FastAPI cannot see them; this module describes them from the same tuples the
 handlers check against (``SEARCH_PARAMS``, ``bazaar.SEARCH_PARAMS``, ``bazaar.LIST_PARAMS``),
-the request body of ``PUT /admin/resources/{id}`` from the shipped document schema, and the
+each hard filter with its vocabulary (an enum of the types, networks, schemes and registered
+assets; the pattern of a recipient, a price ceiling and an extension name), the request body
+of ``PUT /admin/resources/{id}`` from the shipped document schema, and the
 error body every 4xx and 5xx carries. A schema-driven fuzzer (schemathesis, ``nox -s
 schemathesis``) is pointed at this document.
 """
@@ -16,8 +18,17 @@ from typing import Any
 
 from pytest_searcheval.engine import bazaar
 from pytest_searcheval.engine.settings import PROFILES
+from pytest_searcheval.engine.x402 import (
+    EXTENSION_PATTERN,
+    FILTER_KEYS,
+    MAX_PRICE_CHARS,
+    NETWORKS,
+    PRICE_PATTERN,
+    SCHEMES,
+    TYPES,
+)
 
-__all__ = ["document"]
+__all__ = ["document", "filter_schema"]
 
 ERROR = {
     "type": "object",
@@ -39,10 +50,39 @@ _STATUS_TEXT = {
 }
 
 
+def filter_schema(key: str, assets: Sequence[str]) -> dict[str, Any]:
+    """The schema of hard filter ``key``: its vocabulary as an enum where it is a closed one
+    (type, network, scheme, the registered assets), else the pattern the handler checks."""
+    described = {"type": "string", "description": f"hard filter {key} (docs/engine.md)"}
+    if key in ("type", "network", "scheme"):
+        return {
+            **described,
+            "enum": list({"type": TYPES, "network": NETWORKS, "scheme": SCHEMES}[key]),
+        }
+    if key == "asset":
+        # a registered code or contract address; with none registered every value is refused
+        return {**described, "enum": list(assets)} if assets else described
+    if key == "recipient":
+        # a G, M or C strkey (its checksum is checked by the handler, not the pattern)
+        return {**described, "pattern": "^(?:[GC][A-Z2-7]{55}|M[A-Z2-7]{68})$"}
+    if key == "max_price_usd":
+        return {**described, "pattern": f"^{PRICE_PATTERN}$", "maxLength": MAX_PRICE_CHARS}
+    if key == "extension":
+        return {**described, "pattern": f"^{EXTENSION_PATTERN}$"}
+    return described
+
+
 def _param(
-    name: str, *, profiles: Sequence[str], query_cap: int, max_limit: int, max_offset: int
+    name: str,
+    *,
+    profiles: Sequence[str],
+    assets: Sequence[str],
+    query_cap: int,
+    max_limit: int,
+    max_offset: int,
 ) -> dict[str, Any]:
     schema: dict[str, Any]
+    key = name if name in FILTER_KEYS else bazaar.filter_key(name)
     if name in ("q", "query"):
         schema = {"type": "string", "minLength": 1, "maxLength": query_cap}
     elif name == "limit":
@@ -55,8 +95,10 @@ def _param(
         schema = {"type": "string", "enum": list(profiles)}
     elif name == "cursor":
         schema = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}
+    elif key is not None:
+        schema = filter_schema(key, assets)
     else:
-        schema = {"type": "string", "description": "a hard filter (docs/engine.md)"}
+        schema = {"type": "string"}
     return {
         "name": name,
         "in": "query",
@@ -109,6 +151,7 @@ def document(
     *,
     search_params: Sequence[str],
     profiles: Sequence[str] = PROFILES,
+    assets: Sequence[str] = (),
     query_cap: int,
     max_limit: int,
     max_offset: int,
@@ -116,10 +159,12 @@ def document(
     admin: bool,
 ) -> dict[str, Any]:
     """``base`` (FastAPI's generated document) with every operation's parameters, bodies,
-    responses and security filled in; ``profiles`` are the ones a client may name."""
+    responses and security filled in; ``profiles`` are the ones a client may name, ``assets``
+    the codes and contract addresses the asset filter accepts."""
     spec = copy.deepcopy(dict(base))
     limits: dict[str, Any] = {
         "profiles": profiles,
+        "assets": assets,
         "query_cap": query_cap,
         "max_limit": max_limit,
         "max_offset": max_offset,

@@ -74,6 +74,8 @@ def serve_in_thread(
     """
     import uvicorn
 
+    from pytest_searcheval.engine.connections import uvicorn_options
+
     admin_token = (token or secrets.token_urlsafe(32)) if admin else None
     app = create_app(engine, admin_token=admin_token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -95,6 +97,7 @@ def serve_in_thread(
         access_log=False,
         lifespan="off",
         timeout_graceful_shutdown=5,
+        **uvicorn_options(),
     )
     server = uvicorn.Server(config)
     # uvicorn installs signal handlers only on the main thread; this one is not.

@@ -44,8 +44,11 @@ if TYPE_CHECKING:
     from psycopg import sql
 
 __all__ = [
+    "EXTENSION_PATTERN",
     "FILTER_KEYS",
+    "MAX_PRICE_CHARS",
     "NETWORKS",
+    "PRICE_PATTERN",
     "SCHEMES",
     "TYPES",
     "AssetLike",
@@ -63,10 +66,15 @@ NETWORKS: tuple[str, ...] = ("stellar:pubnet", "stellar:testnet")
 SCHEMES: tuple[str, ...] = ("exact", "upto")
 
 #: Extension keys are identifiers ("bazaar", "sign-in-with-x", "payment.identifier").
-_EXTENSION_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]{0,63}")
-#: A price ceiling is a plain decimal (no exponent, no sign, no spaces inside), at most this long.
-_PRICE_RE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)")
-_MAX_PRICE_CHARS = 40
+EXTENSION_PATTERN = r"[A-Za-z][A-Za-z0-9_.:-]{0,63}"
+#: A price ceiling is a plain decimal of ASCII digits (no exponent, no sign, no spaces inside;
+#: not ``\d``, which takes every script's digits and Decimal() would read them), at most
+#: MAX_PRICE_CHARS long.
+PRICE_PATTERN = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+MAX_PRICE_CHARS = 40
+_EXTENSION_RE = re.compile(EXTENSION_PATTERN)
+_PRICE_RE = re.compile(PRICE_PATTERN)
+_MAX_PRICE_CHARS = MAX_PRICE_CHARS
 _MAX_VALUE_CHARS = 256
 
 
@@ -175,6 +183,13 @@ def parse_price(value: object, key: str = "max_price_usd") -> Decimal:
         raise FilterError(key, f"expected at most {_MAX_PRICE_CHARS} characters, got {len(text)}")
     if text.startswith("-"):
         raise FilterError(key, f"a price ceiling cannot be negative, got {text!r}")
+    if not text.isascii():
+        undecodable = " (U+FFFD: bytes that were not UTF-8)" if "\ufffd" in text else ""
+        raise FilterError(
+            key,
+            f"expected ASCII digits, a non-negative decimal such as 5 or 0.05, got {text!r}"
+            + undecodable,
+        )
     if not _PRICE_RE.fullmatch(text):
         raise FilterError(
             key, f"expected a non-negative decimal number such as 5 or 0.05, got {text!r}"

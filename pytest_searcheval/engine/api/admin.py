@@ -63,7 +63,7 @@ async def json_body(request: Request) -> Any:
 async def put_resource(doc_id: str, request: Request) -> JSONResponse:
     ctx = context.of(request)
     authorize(ctx, request)
-    doc_id = params.path_id(doc_id)
+    doc_id = params.path_id(doc_id, request.scope.get("raw_path"))
     record = await json_body(request)
     if not isinstance(record, dict):
         raise ClientError(400, "body", "expected a JSON object (a document record)")
@@ -94,7 +94,7 @@ async def put_resource(doc_id: str, request: Request) -> JSONResponse:
 async def delete_resource(doc_id: str, request: Request) -> JSONResponse:
     ctx = context.of(request)
     authorize(ctx, request)
-    doc_id = params.path_id(doc_id)
+    doc_id = params.path_id(doc_id, request.scope.get("raw_path"))
     existed = await run_in_threadpool(ctx.engine.delete, doc_id)
     if existed is False:
         raise ClientError(404, "id", f"no resource with id {doc_id[:60]!r}")

@@ -13,8 +13,9 @@ import logging
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
+from starlette.routing import Match
 
 from pytest_searcheval.engine.api.params import ClientError
 from pytest_searcheval.engine.api.responses import error
@@ -23,6 +24,8 @@ from pytest_searcheval.engine.x402 import FilterError
 __all__ = ["install", "is_database_outage"]
 
 log = logging.getLogger("pytest_searcheval.engine.app")
+
+_METHODS = ("CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE")
 
 
 def client_error(request: Request, exc: ClientError) -> JSONResponse:
@@ -35,15 +38,38 @@ def filter_error(request: Request, exc: FilterError) -> JSONResponse:
 
 def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     response = error(exc.status_code, None, str(exc.detail))
-    for key, value in (exc.headers or {}).items():  # e.g. Allow on a 405
+    for key, value in (exc.headers or {}).items():
         response.headers[key] = value
+    if exc.status_code == 405:
+        # Starlette names the methods of the first route whose path matched; a path served by
+        # several routes (PUT and DELETE /admin/resources/{id}) accepts the methods of all.
+        response.headers["Allow"] = ", ".join(allowed_methods(request))
     return response
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves on the request's path, sorted: each method asked of
+    each route (an included router keeps its routes' methods to itself)."""
+    methods = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in request.app.router.routes
+        )
+    ]
+    return sorted(methods)
 
 
 def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     first = exc.errors()[0] if exc.errors() else {}
     loc = [str(p) for p in first.get("loc", ()) if p not in ("query", "path", "body")]
     return error(400, ".".join(loc) or None, str(first.get("msg", "invalid request")))
+
+
+def client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:
+    # The client went away mid-body: nobody reads this answer, and it is not a bug to log.
+    return error(400, "body", "the connection closed before the body was complete")
 
 
 def internal(request: Request, exc: Exception) -> JSONResponse:
@@ -62,6 +88,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(FilterError, filter_error)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(ClientDisconnect, client_gone)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, internal)
 
 

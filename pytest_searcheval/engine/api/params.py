@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from pytest_searcheval.engine import bazaar
 from pytest_searcheval.engine.x402 import (
@@ -164,7 +165,21 @@ def profile(raw: str | None, profiles: Mapping[str, str | None]) -> str:
     return name
 
 
-def path_id(doc_id: str) -> str:
+def path_id(doc_id: str, raw_path: bytes | None = None) -> str:
+    """The document id of an admin path; ``raw_path`` is the path as sent (``scope["raw_path"]``).
+
+    The server decodes percent-escapes with replacement, so ``%FF`` and ``%FE`` would both
+    arrive as U+FFFD and name one document: an id whose escapes are not UTF-8 is refused,
+    checked on the bytes as sent (a U+FFFD sent as ``%EF%BF%BD`` is a character like any)."""
+    if raw_path is not None:
+        try:
+            unquote_to_bytes(raw_path).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ClientError(
+                400,
+                "id",
+                f"not valid UTF-8: percent-encoded bytes must decode as UTF-8 ({exc.reason})",
+            ) from None
     if not doc_id or len(doc_id) > MAX_ID_CHARS:
         raise ClientError(400, "id", f"expected 1 to {MAX_ID_CHARS} characters")
     if "\x00" in doc_id:
