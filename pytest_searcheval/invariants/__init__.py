@@ -15,9 +15,10 @@ exact definitions and every setting):
 ``known-item-stability``  a query with a known item ranks it at rank <= max_rank; one extra case
     (``known-item-stability-reindex``) re-indexes an isolated clone and requires the same.
 ``paraphrase-churn``      queries sharing a ``group`` keep RBO and Jaccard@k above bounds.
-``threshold-compliance``  results satisfy the filters (judged by the collection's domain), the
-    limit holds, scores do not increase, nothing is returned under a reported no-result
-    decision, and an unanswerable query returns nothing.
+``threshold-compliance``  the limit holds, scores do not increase, nothing is returned under a
+    reported no-result decision; with explicit filters, results satisfy them (judged by the
+    collection's domain) and an unanswerable query returns nothing (without, the query test
+    judges that).
 ``duplicate-resistance``  a keyword-stuffed and a near-duplicate copy of a known item, inserted
     into an isolated clone, neither push it from its rank nor take more than a bound of top-k.
 ``deletion-isolation``    a listing deleted from an isolated clone disappears at once and every

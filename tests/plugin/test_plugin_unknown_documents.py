@@ -67,3 +67,24 @@ def test_an_unknown_document_is_counted_apart_and_excused_by_the_ledger(
     assert (pytester.path / "baselines" / "baseline.json").is_file(), update.stdout.str()[-2000:]
     again = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider", "-rA")
     assert "XFAIL queries.jsonl::test_query[2]" in again.stdout.str(), again.stdout.str()[-3000:]
+
+
+def test_one_bad_result_is_one_failure(pytester: pytest.Pytester) -> None:
+    """Threshold compliance searches an unconstrained query as its query test does; that
+    result's unknown documents and answered unanswerable query fail the query test alone."""
+    _project(pytester)
+    with (pytester.path / "queries.jsonl").open("a") as fh:
+        fh.write(json.dumps({"_id": "3", "text": "plums", "metadata": {"class": "no-result"}}))
+        fh.write("\n")
+    with (pytester.path / "qrels" / "test.tsv").open("a") as fh:
+        fh.write("3\td1\t0\n")  # judged, so in the test split
+    result = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider", "-rA")
+    out = result.stdout.str()
+    failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAILED "))
+    assert failed == [
+        "queries.jsonl::test_query[2-generic]",
+        "queries.jsonl::test_query[3-no-result]",
+    ], out[-3000:]
+    assert "PASSED queries.jsonl::test_invariant[threshold-compliance-2]" in out
+    assert "PASSED queries.jsonl::test_invariant[threshold-compliance-3]" in out
+    assert "unanswerable query returned 2 results (expected none)" in out

@@ -329,13 +329,14 @@ def test_run_raises_assertion_and_skips(coll: Collection, memory: MemoryTarget) 
 
 # ------------------------------------------------------------------------------ broken targets
 
-#: flaw -> the invariant that must catch it.
+#: flaw -> the invariant that must catch it ("test_query": the query test's expectations, which
+#: judge the result of a query searched without filters).
 CAUGHT_BY = {
     "leak-filtered": "threshold-compliance",
     "ignore-delete": "deletion-isolation",
     "stuffing-wins": "duplicate-resistance",
     "reorder-filtered": "filter-monotonicity",
-    "answer-unanswerable": "threshold-compliance",
+    "answer-unanswerable": "test_query",
     "drift-after-reindex": "known-item-stability",
     "drop-last-filtered": "filter-conformance",
     "churn": "paraphrase-churn",
@@ -349,6 +350,19 @@ def test_every_flaw_has_a_catching_invariant() -> None:
 
 @pytest.mark.parametrize("flaw", sorted(CAUGHT_BY))
 def test_each_flaw_is_caught(flaw: str, coll: Collection, memory: MemoryTarget) -> None:
+    if CAUGHT_BY[flaw] == "test_query":
+        from pytest_searcheval.evaluation.expectations import check_expectations
+
+        target = BrokenTarget(memory, flaw)
+        unmet = [
+            reason
+            for q in coll.queries_in("test")
+            for reason in check_expectations(
+                q, target.search(q.text, profile="hybrid", limit=20, filters=None).ids
+            )
+        ]
+        assert unmet, flaw
+        return
     results = outcomes(inv.cases(coll, SETTINGS), BrokenTarget(memory, flaw))
     failing = {k for k, o in results.items() if o.status == "failed"}
     assert any(k.startswith(CAUGHT_BY[flaw] + "-") for k in failing), failing
@@ -365,10 +379,20 @@ def test_leak_message_names_query_document_and_filter(
     assert "network 'stellar:pubnet' != 'stellar:testnet'" in o.message
 
 
-def test_unanswerable_message(coll: Collection, memory: MemoryTarget) -> None:
+def test_threshold_compliance_leaves_the_query_tests_result_to_it(
+    coll: Collection, memory: MemoryTarget
+) -> None:
+    # q030 has no labelled constraints: its search is the query test's own request, and that
+    # test fails an answered unanswerable query (or a document outside the corpus) once.
+    broken = BrokenTarget(memory, "answer-unanswerable")
     by_id = {c.id: c for c in inv.cases(coll, SETTINGS)}
     assert by_id["threshold-compliance-q030"].outcome(memory).passed
-    o = by_id["threshold-compliance-q030"].outcome(BrokenTarget(memory, "answer-unanswerable"))
+    assert by_id["threshold-compliance-q030"].outcome(broken).passed
+    # With explicit filters it is another request, and the invariant judges its result.
+    q030 = coll.queries["q030"]
+    filtered = dataclasses.replace(q030, constraints={"network": "stellar:testnet"})
+    o = inv.check_threshold_compliance(broken, coll, filtered, SETTINGS)
+    assert o.status == "failed"
     assert "unanswerable query returned 3 result(s); expected none" in o.message
 
 
