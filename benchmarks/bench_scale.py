@@ -94,6 +94,8 @@ def write_trec(
                 docs = rng.choice(pool, size=depth + judged, replace=False)
                 # A share of the judged documents enters the ranking at random depths.
                 hit = judged_docs[i][rng.random(judged) < 0.4 + 0.2 * r]
+                # A document judged twice for a query (drawn twice) enters the ranking once.
+                hit = hit[np.sort(np.unique(hit, return_index=True)[1])]
                 docs = np.concatenate([hit, docs[~np.isin(docs, hit)]])[:depth]
                 rng.shuffle(docs[: min(depth, 50)])
                 # Two decimals: ties in score, resolved by trec_eval's docid order.
