@@ -84,6 +84,9 @@ class ProfileResult(TypedDict):
     # trec-compat only: the ids put in trec_eval's order (score, then docid, descending), or
     # kept in the service's order because it sent no scores
     order: NotRequired[Literal["trec_eval", "service"]]
+    # every measure is in ``measures`` already (a run file's, scored at first use over the
+    # whole ranking): ``ids`` may hold only the report's depth then
+    measures_complete: NotRequired[bool]
 
 
 #: The record a query test keeps (plugin side, shipped from xdist workers), one per query.

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 import re
@@ -36,6 +37,7 @@ from pytest_searcheval.collection.io import (
 from pytest_searcheval.collection.model import Document
 
 __all__ = [
+    "RankedIds",
     "RankedRun",
     "read_beir_corpus",
     "read_beir_qrels",
@@ -476,16 +478,92 @@ class RankedRun:
     sha256: str = ""
 
     def ids(self, qid: str) -> list[str]:
-        import numpy as np
+        return list(self.ranking(qid))
 
+    def ranking(self, qid: str) -> RankedIds:
+        """Query ``qid``'s ranking as a sequence of ids, made into strings only where read."""
         start, stop = self.spans.get(qid, (0, 0))
-        chunk = self.docs[start:stop]
-        if self.ascii:
-            return chunk.astype(np.str_).tolist()  # type: ignore[no-any-return]
-        return [d.decode("utf-8") for d in chunk.tolist()]
+        keys = self._keys
+        return RankedIds(
+            self.docs[start:stop], self.ascii, None if keys is None else keys[start:stop]
+        )
+
+    @functools.cached_property
+    def _keys(self) -> np.ndarray[Any, Any] | None:
+        """Ids of up to 8 bytes as one integer each (equal ids, equal integers): finding 12
+        judged documents among 1,000 compares integers, not byte strings."""
+        if self.docs.dtype.itemsize > 8:
+            return None
+        return self.docs.astype("S8").view("<u8")
 
     def __len__(self) -> int:
         return len(self.docs)
+
+
+class RankedIds(Sequence[str]):
+    """One query's ranked doc ids over a slice of a :class:`RankedRun` (distinct, in
+    trec_eval's order). ``ids[:10]`` decodes ten ids, not the thousand a run file holds;
+    :meth:`positions` finds documents by their bytes, which is how the measures of every query
+    of a run are computed at once (:func:`pytest_searcheval.metrics.evaluate` asks it)."""
+
+    __slots__ = ("_ascii", "_docs", "_keys")
+
+    def __init__(
+        self, docs: np.ndarray[Any, Any], ascii: bool, keys: np.ndarray[Any, Any] | None = None
+    ) -> None:
+        self._docs = docs
+        self._ascii = ascii
+        self._keys = keys
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def _decode(self, chunk: np.ndarray[Any, Any]) -> list[str]:
+        import numpy as np
+
+        if self._ascii:
+            return chunk.astype(np.str_).tolist()  # type: ignore[no-any-return]
+        return [d.decode("utf-8") for d in chunk.tolist()]
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return self._decode(self._docs[index])
+        return bytes(self._docs[index]).decode("utf-8")  # IndexError as a list's
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._decode(self._docs))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RankedIds | list | tuple):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RankedIds({list(self)!r})"
+
+    def positions(self, docs: Sequence[str]) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """The 0-based rank of each of ``docs`` in this ranking, -1 where it is absent."""
+        import numpy as np
+
+        out = np.full(len(docs), -1, dtype=np.int64)
+        if not len(docs) or not self._docs.size:
+            return out
+        width = self._docs.dtype.itemsize
+        wanted = [d.encode("utf-8") for d in docs]
+        # An id longer than the array's width (or ending in NUL, which a bytes array drops)
+        # cannot be one of its entries: left out, not truncated into a false match.
+        fits = [i for i, d in enumerate(wanted) if len(d) <= width and not d.endswith(b"\0")]
+        if not fits:
+            return out
+        keys = np.array([wanted[i] for i in fits], dtype=self._docs.dtype)
+        if self._keys is not None:
+            rank, col = np.nonzero(self._keys[:, None] == keys.astype("S8").view("<u8")[None, :])
+        else:
+            rank, col = np.nonzero(self._docs[:, None] == keys[None, :])
+        out[np.asarray(fits, dtype=np.int64)[col]] = rank
+        return out
 
 
 #: Bytes read at a time by the fast path (whole lines): bounds the tokens alive at once.

@@ -32,7 +32,8 @@ def format_failure(evaluation: Evaluation, row: Mapping[str, Any]) -> str:
     ]
     if gated is not None:
         ids = gated["ids"]
-        lines.append(f"ranked results ({len(ids)} returned, top {SHOWN_RESULTS} shown):")
+        returned = gated.get("returned", len(ids))  # a run file's row keeps the top ids only
+        lines.append(f"ranked results ({returned} returned, top {SHOWN_RESULTS} shown):")
         lines += _ranking(coll, judged, ids[:SHOWN_RESULTS])
         if gated["applied"]:
             lines.append(f"applied filters: {json.dumps(gated['applied'], sort_keys=True)}")

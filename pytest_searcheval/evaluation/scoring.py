@@ -36,13 +36,25 @@ def score_profile(
     coll = evaluation.collection
     cfg = evaluation.cfg
     domain = domain_of(coll)
-    ids, order = ranked_ids(response, trec_compat=cfg.trec_compat)
+    # A run file's answer: its ids decoded only where read (the row keeps the report's depth).
+    ranking: Sequence[str] | None = (
+        getattr(response, "ranking", None) if response.meta.get("whole") else None
+    )
+    ids: Sequence[str]
+    if ranking is not None:
+        ids, order = ranking, ("trec_eval" if cfg.trec_compat else None)
+    else:
+        ids, order = ranked_ids(response, trec_compat=cfg.trec_compat)
     if cfg.limit and not response.meta.get("whole"):
         ids = ids[: cfg.limit]
-    # Full measures are computed once per profile for all queries at session end (one batched
-    # metrics.evaluate call); a test computes only what its own verdict needs.
+    # Full measures are computed once per profile for all queries: at first use for a target
+    # holding every answer (batch_measures), else at session end (fill_measures); a test then
+    # computes only what its own verdict needs.
+    batch = evaluation.batched.get(profile)
     measures: dict[str, float] = {}
-    if profile == cfg.gated:
+    if batch is not None:
+        measures = dict(batch.get(query.id, {}))
+    elif profile == cfg.gated:
         base = evaluation.baseline_query(query.id)
         if base is not None and cfg.query_measure in base:
             measures = measure_one(evaluation, query.id, ids, (cfg.query_measure,))
@@ -50,7 +62,7 @@ def score_profile(
     violations: list[dict[str, Any]] = []
     breaks = 0
     check_corpus = bool(coll.documents)
-    for rank, doc_id in enumerate(ids, start=1):
+    for rank, doc_id in enumerate(ids if check_corpus or domain is not None else (), start=1):
         doc = coll.documents.get(doc_id)
         if doc is None:
             if check_corpus:
@@ -77,18 +89,97 @@ def score_profile(
                 )
         if query.constraints and domain.violations(doc, query.constraints, coll):
             breaks += 1
-    return {
-        "ids": ids,
-        "measures": measures,
-        "violations": violations,
-        "constraint_breaks": breaks,
-        "returned": len(ids),
-        "applied": json_safe(applied),
-        "extracted": json_safe(response.extracted_filters),
-        "expectations": [r.as_dict() for r in check_expectations(query, ids)],
-        "latency_ms": evaluation.latency_ms.get((query.id, profile)),
-        "confidence": _confidence(response.meta.get("confidence")),
-    } | ({"order": order} if order is not None else {})
+    depth = row_depth(evaluation) if ranking is not None else None
+    return (
+        {
+            "ids": list(ids) if depth is None else ids[:depth],
+            "measures": measures,
+            "violations": violations,
+            "constraint_breaks": breaks,
+            "returned": len(ids),
+            "applied": json_safe(applied),
+            "extracted": json_safe(response.extracted_filters),
+            "expectations": [r.as_dict() for r in check_expectations(query, ids)],
+            "latency_ms": evaluation.latency_ms.get((query.id, profile)),
+            "confidence": _confidence(response.meta.get("confidence")),
+        }
+        | ({"order": order} if order is not None else {})
+        | ({"measures_complete": True} if batch is not None else {})
+    )
+
+
+def row_depth(evaluation: Evaluation) -> int | None:
+    """How many ids of a run file's ranking a row keeps: the report's depth
+    (:func:`pytest_searcheval.report.model.ranking_depth`), or all of them (``None``) when the
+    report keeps every id or when the corpus flags copies of listings (the adversarial
+    resistance rate reads whole rankings). Measures are computed over the whole ranking
+    either way (:func:`batch_measures`)."""
+    if evaluation.row_depth is None:
+        from pytest_searcheval.report.model import ranking_depth
+
+        depth = ranking_depth(evaluation.cfg)
+        if any(
+            (d.sidecar or {}).get("duplicate_of") for d in evaluation.collection.documents.values()
+        ):
+            depth = None
+        evaluation.row_depth = (depth,)
+    return evaluation.row_depth[0]
+
+
+def batch_measures(
+    evaluation: Evaluation, target: SearchTarget, profile: str
+) -> Mapping[str, dict[str, float]] | None:
+    """Every measure of every query on ``profile`` for a target that holds all its answers (a
+    run file, ``target.whole``): one ``evaluate`` call at first use, on the rankings as arrays,
+    so that each query test looks its values up. Which queries are scored, and how, is
+    :func:`fill_measures`'s rule; a query's values do not depend on the other queries scored
+    beside it. ``None`` for any other target (scored at session end)."""
+    if not getattr(target, "whole", False):
+        return None
+    done = evaluation.batched.get(profile)
+    if done is not None:
+        return done
+    from pytest_searcheval import metrics
+
+    cfg = evaluation.cfg
+    judgments = evaluation.collection.judgments
+    level = cfg.relevance_level or 1
+    run: dict[str, Sequence[str]] = {}
+    for query in evaluation.selected_queries():
+        qid = query.id
+        if not (
+            qid in judgments if cfg.trec_compat else relevant_count(judgments.get(qid, {}), level)
+        ):
+            continue
+        response = evaluation.search(target, query, profile)
+        if response is None:
+            continue
+        ranking = getattr(response, "ranking", None) if response.meta.get("whole") else None
+        run[qid] = (
+            ranking if ranking is not None else ranked_ids(response, trec_compat=cfg.trec_compat)[0]
+        )
+    try:
+        per_query = (
+            metrics.evaluate(
+                {qid: judgments.get(qid, {}) for qid in run},
+                run,
+                cfg.measures,
+                relevance_level=level,
+                gain=cfg.gain,
+                trec_compat=cfg.trec_compat,
+                max_grade=_top_grade(evaluation),
+            )
+            if run
+            else {}
+        )
+    except ValueError:
+        return None  # scored query by query then, and the error raised where it always was
+    done = {
+        qid: {m: float(v) for m, v in values.items() if math.isfinite(v)}
+        for qid, values in per_query.items()
+    }
+    evaluation.batched[profile] = done
+    return done
 
 
 def ranked_ids(
@@ -181,6 +272,8 @@ def fill_measures(evaluation: Evaluation, rows: Mapping[str, dict[str, Any]]) ->
             qid: row["profiles"][profile]["ids"]
             for qid, row in rows.items()
             if profile in row["profiles"]
+            # measured in the query test already (batch_measures): its ids may be cut
+            and not row["profiles"][profile].get("measures_complete")
             and (
                 qid in judgments
                 if cfg.trec_compat
@@ -248,6 +341,7 @@ def evaluate_query(evaluation: Evaluation, target: SearchTarget, query: Query) -
         "reasons": [],
     }
     for profile in cfg.profiles or ():
+        batch_measures(evaluation, target, profile)
         response = evaluation.search(target, query, profile)
         if response is None:
             error = evaluation.errors.get((query.id, profile))
@@ -289,5 +383,6 @@ def evaluate_query(evaluation: Evaluation, target: SearchTarget, query: Query) -
             )
     if reasons:
         for data in row["profiles"].values():
-            data["measures"] = measure_one(evaluation, query.id, data["ids"], cfg.measures)
+            if not data.get("measures_complete"):
+                data["measures"] = measure_one(evaluation, query.id, data["ids"], cfg.measures)
     return row

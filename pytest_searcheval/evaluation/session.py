@@ -66,6 +66,11 @@ class Evaluation:
     facts: dict[str, Any] | None = None
     cache: dict[tuple[str, str], SearchResponse] = field(default_factory=dict)
     latency_ms: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: profile -> query id -> every measure, for a target holding all its answers (a run
+    #: file): computed at first use (:func:`~pytest_searcheval.evaluation.scoring.batch_measures`).
+    batched: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    #: How many ids of a run file's ranking a row keeps, once known (``(None,)``: all).
+    row_depth: tuple[int | None] | None = None
 
     @classmethod
     def of(

@@ -135,6 +135,10 @@ def pack(
             r = np.full(len(docs), NOT_RETRIEVED, dtype=np.int64)
         elif isinstance(ranking, Mapping):
             r = _ranks_from_scores(qid, ranking, docs, single)
+        elif callable(positions := getattr(ranking, "positions", None)):
+            # a ranked list that finds documents itself (a run file's RankedIds): distinct ids
+            found = np.asarray(positions(docs), dtype=np.int64)
+            r = np.where(found < 0, NOT_RETRIEVED, found)
         elif isinstance(ranking, str) or not isinstance(ranking, Sequence):
             raise ValueError(
                 f"run: query {qid!r}: expected a mapping of document id to score or a list "

@@ -287,7 +287,7 @@ def build(
                     "ids": d["ids"][:depth],
                     # the grade of each kept document, null where unjudged
                     "grades": [judged.get(doc_id) for doc_id in d["ids"][:depth]],
-                    "returned": len(d["ids"]),
+                    "returned": d.get("returned", len(d["ids"])),
                     # finite floats already (fill_measures leaves undefined values out)
                     "measures": d["measures"],
                     "violations": [v["text"] for v in d["violations"]],

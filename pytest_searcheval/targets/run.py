@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from pytest_searcheval.collection.model import Collection, Query
-    from pytest_searcheval.collection.trec import RankedRun
+    from pytest_searcheval.collection.trec import RankedIds, RankedRun
 
 
 def profile_name(path: Path) -> str:
@@ -75,7 +75,7 @@ class RunTarget:
             raise TargetUnavailable(f"no run file for profile {profile!r}")
         run = self.runs[profile]
         start, stop = run.spans.get(query.id, (0, 0))
-        return RankedResponse(run.ids(query.id), run.scores[start:stop])
+        return RankedResponse(run.ranking(query.id), run.scores[start:stop])
 
     def search(
         self,
@@ -94,12 +94,14 @@ class RunTarget:
 
 class RankedResponse(SearchResponse):
     """A run file's answer to one query: its ids and scores, ``hits`` made on first use (a
-    ``Hit`` per result per query was a third of a 5,000-query evaluation of two runs)."""
+    ``Hit`` per result per query was a third of a 5,000-query evaluation of two runs),
+    and ``ranking`` a :class:`~pytest_searcheval.collection.trec.RankedIds` that decodes only
+    what is read."""
 
-    _ids: list[str]
+    _ids: RankedIds
     _scores: np.ndarray[Any, Any]
 
-    def __init__(self, ids: list[str], scores: np.ndarray[Any, Any]) -> None:
+    def __init__(self, ids: RankedIds, scores: np.ndarray[Any, Any]) -> None:
         object.__setattr__(self, "_ids", ids)
         object.__setattr__(self, "_scores", scores)
         object.__setattr__(self, "applied_filters", {})
@@ -119,6 +121,11 @@ class RankedResponse(SearchResponse):
     @property
     def ids(self) -> list[str]:
         return list(self._ids)
+
+    @property
+    def ranking(self) -> RankedIds:
+        """The ids as a lazy sequence: what the scoring reads (a slice, a length, positions)."""
+        return self._ids
 
     def __iter__(self) -> Iterator[Hit]:
         return iter(self.hits)

@@ -250,3 +250,49 @@ def test_each_evaluation_keeps_its_own_invariant_context() -> None:
     assert profile_of(InvariantSettings(profile=GATED)) == "hybrid"
     one.close()
     assert one.invariant_context.caches == {} and one.cache == {}
+
+
+def test_a_run_file_is_measured_at_first_use_as_the_session_end_measures_whole_lists(
+    tmp_path: Any,
+) -> None:
+    """Every query of a run file is scored in one batch when the first query test asks; the
+    row keeps the report's depth of ids and the values the session end would compute from
+    the whole ranking."""
+    import random
+
+    from pytest_searcheval.targets.run import RunTarget
+
+    rng = random.Random(3)
+    queries = {str(q): Query(str(q), f"q{q}", "generic", "test") for q in range(40)}
+    judgments = {
+        str(q): {f"d{d}": rng.randint(0, 2) for d in rng.sample(range(300), 8)}
+        for q in range(38)  # two queries judged nowhere
+    }
+    lines = [
+        f"{q} Q0 d{d} {k} {rng.randint(0, 30) / 10} t\n"
+        for q in range(39)  # query 39 unanswered
+        for k, d in enumerate(rng.sample(range(300), 60), start=1)
+    ]
+    (tmp_path / "a.run").write_text("".join(lines))
+    coll = Collection(documents={}, queries=queries, judgments=judgments)
+    measures = ("nDCG@10", "P@5", "R@20", "RR", "AP", "bpref")
+    for trec_compat in (True, False):
+        cfg = SearchEvalConfig(enabled=True, measures=measures, trec_compat=trec_compat)
+        ev = Evaluation.of(cfg, coll)
+        target = RunTarget([tmp_path / "a.run"], coll)
+        rows = {q.id: evaluate_query(ev, target, q) for q in ev.selected_queries()}
+        assert set(ev.batched) == {"a"}
+        whole = {qid: ev.search(target, queries[qid], "a").ids for qid in rows}  # type: ignore[union-attr]
+        expected = {
+            qid: {"profiles": {"a": {"ids": ids, "measures": {}}}} for qid, ids in whole.items()
+        }
+        fill_measures(ev, expected)  # the session end's rule, on the whole rankings
+        for qid, row in rows.items():
+            data = row["profiles"]["a"]
+            assert data["measures"] == expected[qid]["profiles"]["a"]["measures"], qid
+            assert data["returned"] == len(whole[qid])
+            assert data["ids"] == whole[qid][:20]  # R@20: the deepest cut-off measured
+        assert rows["38"]["profiles"]["a"]["measures"] == {}  # judged nowhere
+        filled = {qid: dict(row) for qid, row in rows.items()}
+        fill_measures(ev, filled)  # leaves the batch's values as they are
+        assert filled == rows

@@ -119,3 +119,21 @@ def test_scores_equal_as_a_c_float_tie_and_go_by_docid(tmp_path: Path) -> None:
     path = tmp_path / "f.run"
     path.write_text("1 Q0 a 1 1.00000001 t\n1 Q0 b 2 1.0 t\n1 Q0 c 3 0.5 t\n")
     assert read_trec_run_ranked(path, "f.run", Problems()).ids("1") == ["b", "a", "c"]
+
+
+def test_a_ranking_decodes_what_is_read_and_finds_documents_by_their_bytes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.run"
+    path.write_text("1 Q0 d2 1 3 t\n1 Q0 d10 2 2 t\n1 Q0 d1 3 1 t\n2 Q0 é 1 1 t\n")
+    run = read_trec_run_ranked(path, "a.run", Problems())
+    ranking = run.ranking("1")
+    assert len(ranking) == 3 and ranking[:2] == ["d2", "d10"] and ranking[-1] == "d1"
+    assert list(ranking) == run.ids("1") == ["d2", "d10", "d1"]
+    # absent, longer than any id held (not cut into a false match), a prefix of one
+    found = ranking.positions(["d1", "missing", "d10xxxxxxxxx", "d", "d2"])
+    assert found.tolist() == [2, -1, -1, -1, 0]
+    assert run.ranking("2").positions(["é", "e"]).tolist() == [0, -1]
+    assert run.ranking("no such query").positions(["d1"]).tolist() == [-1]
+    with pytest.raises(IndexError):
+        run.ranking("2")[1]
