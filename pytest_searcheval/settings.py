@@ -245,7 +245,7 @@ class SearchEvalConfig:
     snapshot_update: bool = setting(
         False,
         "re-record the ranking snapshots the hand-written tests check (ranking_snapshot) "
-        "instead of comparing them",
+        "instead of comparing them, and remove the entries no test checks any more",
         ini=False,
     )
     snapshot_strict: bool | None = setting(

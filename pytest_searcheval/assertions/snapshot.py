@@ -20,15 +20,21 @@ request and two runs that rank alike write the same bytes.
 A later run is compared with a :class:`Tolerance`: by default the rankings must be equal; with
 ``min_rbo`` their rank-biased overlap must reach it, with ``top_k`` the first k must hold the
 same documents in any order, with ``max_rank_shift`` no recorded document may move further.
+
+A snapshot never recorded is recorded, except in a strict run (:func:`strict_reason`: CI, or
+``--search-eval-snapshot-strict``), where it fails. At the session's end :func:`unused` finds
+the entries no test checks any more, judging only what the run can know (:class:`Usage`), and
+:func:`prune` removes them under ``--search-eval-snapshot-update``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pytest_searcheval.assertions.result import Context, SearchResult, grade_text
 
@@ -307,3 +313,135 @@ def _cell(doc_id: str, context: Context) -> str:
     if len(title) > 32:
         title = title[:31] + "~"
     return " ".join(p for p in (doc_id, f"[{grade}]" if grade else "", title) if p)
+
+
+# --- unused entries -----------------------------------------------------------------------------
+
+
+@dataclass
+class Usage:
+    """What a session saw of the snapshot files, to find the entries no test checks any more.
+
+    Plain JSON-able data: each pytest-xdist worker sends its own and the controller merges
+    them (every worker collects the same tests and runs some of them).
+    """
+
+    #: snapshot file -> {node id: test name} of the collected tests that keep rankings there
+    tests: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: ``__rankings__/<module>`` directories judged whole: their module was collected whole
+    #: (no node id, no --lf, no collection error, none of its tests deselected), or it no
+    #: longer exists beside one that was
+    whole: list[str] = field(default_factory=list)
+    #: node id of a test that ran and passed -> {snapshot file: names it checked}
+    passed: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"tests": self.tests, "whole": self.whole, "passed": self.passed}
+
+    def merge(self, data: Mapping[str, Any]) -> None:
+        for path, tests in (data.get("tests") or {}).items():
+            self.tests.setdefault(str(path), {}).update(tests)
+        self.whole = sorted({*self.whole, *(str(d) for d in data.get("whole") or ())})
+        for nodeid, files in (data.get("passed") or {}).items():
+            mine = self.passed.setdefault(str(nodeid), {})
+            for path, names in files.items():
+                mine[str(path)] = sorted({*mine.get(str(path), ()), *names})
+
+
+@dataclass(frozen=True)
+class Unused:
+    """Entries of one snapshot file that no test checks any more."""
+
+    path: Path
+    names: tuple[str, ...]
+    #: the whole file goes: no collected test keeps rankings there, or its tests checked none
+    whole: bool
+    #: the test the file belongs to (its header when the file is rewritten)
+    test: str | None = None
+    #: the file could not be read (a whole file only: its entries are not known)
+    unreadable: bool = False
+
+
+def unused(usage: Usage) -> list[Unused]:
+    """The entries this session can judge unused, by file path.
+
+    A file is judged when every collected test keeping rankings there ran and passed (its
+    entries not checked by any of them are unused), or when it lies in a directory judged whole
+    and no collected test keeps rankings there (all its entries are). Anything else, a test
+    deselected, skipped or failed, a module collected in part, is not judged."""
+    candidates = {str(p) for d in usage.whole for p in Path(d).glob("*.yaml")}
+    candidates |= {
+        path
+        for path, tests in usage.tests.items()
+        if tests and all(nodeid in usage.passed for nodeid in tests)
+    }
+    out: list[Unused] = []
+    for path in sorted(candidates):
+        file = Path(path)
+        if not file.is_file():
+            continue
+        tests = usage.tests.get(path) or {}
+        try:
+            entries = read(file)
+        except SnapshotError:
+            if not tests:
+                out.append(Unused(file, (), True, unreadable=True))
+            continue  # a test of its own reads it, and fails saying why
+        if not tests:
+            out.append(Unused(file, tuple(sorted(entries)), True))
+            continue
+        if not all(nodeid in usage.passed for nodeid in tests):
+            continue
+        used = {name for nodeid in tests for name in usage.passed[nodeid].get(path, ())}
+        names = tuple(sorted(set(entries) - used))
+        if names:
+            test = tests[min(tests)]
+            out.append(Unused(file, names, not (set(entries) & used), test))
+    return out
+
+
+def prune(found: Sequence[Unused], titles: Mapping[str, str]) -> None:
+    """Remove the unused entries: rewrite a file without them, delete a file left with none
+    (and its ``__rankings__`` directories once empty)."""
+    from pytest_searcheval.files import write_atomic
+
+    for one in found:
+        if one.whole:
+            one.path.unlink(missing_ok=True)
+            for folder in (one.path.parent, one.path.parent.parent):
+                if folder.name != SNAPSHOT_DIR and folder.parent.name != SNAPSHOT_DIR:
+                    break
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break  # not empty
+            continue
+        entries = read(one.path)
+        kept = {name: entry for name, entry in entries.items() if name not in one.names}
+        write_atomic(one.path, render(one.test or one.path.stem, kept, titles))
+
+
+def unused_lines(found: Sequence[Unused], removed: bool, shown: Callable[[Path], str]) -> list[str]:
+    """The session's lines about unused entries (none when there are none)."""
+    if not found:
+        return []
+    count = sum(len(one.names) or 1 for one in found)
+    noun = "ranking snapshot" if count == 1 else "ranking snapshots"
+    if removed:
+        lines = [f"searcheval: removed {count} unused {noun}:"]
+    else:
+        pronoun = "it" if count == 1 else "them"
+        lines = [f"searcheval: {count} {noun} unused; {UPDATE_OPTION} removes {pronoun}:"]
+    for one in found:
+        names = ", ".join(_quote(name) for name in one.names)
+        orphan = f"the whole file: no test of {one.path.parent.name}.py keeps rankings in it"
+        if one.unreadable:
+            what = f"{orphan} (unreadable)"
+        elif one.whole and one.test is None:
+            what = f"{orphan}: {names}"
+        elif one.whole:
+            what = f"the whole file, as {one.test} checked none of it: {names}"
+        else:
+            what = names
+        lines.append(f"  {shown(one.path)}: {what}")
+    return lines

@@ -9,12 +9,16 @@ The tests that use them stay ordinary pytest tests; :class:`HandWrittenRecorder`
 their reports: it adds the rankings a failed test searched to its report, and carries each
 outcome (an attribute of the report, which pytest-xdist sends to the controller with it) into
 the session report's "hand-written search tests" section. They change the gate only when
-marked ``searcheval_gated``.
+marked ``searcheval_gated``. It also notes which tests were collected and which passed with
+which snapshot checks (each pytest-xdist worker sends its notes in ``workeroutput``), so that
+the session's end lists the snapshot entries no test checks any more and an update removes
+them (:func:`pytest_searcheval.assertions.snapshot.unused`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +53,8 @@ class HandWrittenFacts:
     queries: list[str] = field(default_factory=list)
     recorded: list[str] = field(default_factory=list)
     compared: int = 0
+    #: snapshot file -> the names the test checked in it
+    checked: dict[str, list[str]] = field(default_factory=dict)
 
 
 FACTS_KEY = pytest.StashKey[HandWrittenFacts]()
@@ -452,6 +458,7 @@ class RankingSnapshot:
             if now.query is None:
                 raise TypeError("ranking_snapshot.check: name the snapshot of a list of ids")
             name = now.query
+        self._facts.checked.setdefault(str(self.path), []).append(name)
         context = ranking.context if isinstance(ranking, SearchResult) else Context()
         try:
             entries = snapshot.read(self.path)
@@ -564,10 +571,24 @@ class HandWrittenRecorder:
     """Watches the hand-written search tests (in every process that runs tests) and collects
     their outcomes (on the controller, or serially in the one process)."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: pytest.Config | None = None) -> None:
+        from pytest_searcheval.assertions.snapshot import Usage
+
+        self.config = config
         self.current: pytest.Item | None = None
         #: node id -> facts and outcome, filled from the reports
         self.outcomes: dict[str, dict[str, Any]] = {}
+        #: the snapshot files the tests keep, for the unused entries (merged from the workers)
+        self.usage = Usage()
+        self.unused_lines: list[str] = []
+        #: module node id -> the module's file, for every module a test was collected from
+        self._modules: dict[str, Path] = {}
+        self._partial_modules: set[str] = set()
+        #: the modules that had a snapshot directory when collected, and their tests
+        self._with_snapshots: set[str] = set()
+        self._tracked: set[str] = set()
+        #: node id -> whether every phase so far lets it count as passed
+        self._clean: dict[str, bool] = {}
 
     def facts(self) -> HandWrittenFacts:
         item = self.current
@@ -593,6 +614,7 @@ class HandWrittenRecorder:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
+        self._snapshot_outcome(item, report)
         if not hand_written(item):
             return report
         facts = item.stash.get(FACTS_KEY, HandWrittenFacts())
@@ -644,12 +666,129 @@ class HandWrittenRecorder:
         elif report.skipped and entry["outcome"] == "passed":
             entry["outcome"] = "xfailed" if wasxfail else "skipped"
 
+    # --- unused snapshot entries ------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        # tryfirst: every collected test, before -k, -m, --deselect or --lf leave some out.
+        from pytest_searcheval.assertions.snapshot import snapshot_path
+
+        for item in items:
+            path = getattr(item, "path", None)
+            if path is None or Path(path).suffix != ".py":
+                continue
+            module = item.nodeid.split("::", 1)[0]
+            if module not in self._modules:
+                self._modules[module] = Path(path)
+                if _rankings(Path(path)).is_dir():
+                    self._with_snapshots.add(module)
+            if module in self._with_snapshots:
+                file = str(snapshot_path(Path(path), item.name))
+                self.usage.tests.setdefault(file, {})[item.nodeid] = item.name
+                self._tracked.add(item.nodeid)
+
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        for item in items:
+            self._partial_modules.add(item.nodeid.split("::", 1)[0])
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._partial_modules.add(report.nodeid.split("::", 1)[0])
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # After every deselection: which modules were collected whole.
+        config = session.config
+        if config.getoption("lf", False) or config.getoption("pyargs", False):
+            return  # --lf collects only the failed tests of a module
+        invocation = Path(config.invocation_params.dir)
+        named = {
+            (invocation / arg.split("::", 1)[0]).resolve() for arg in config.args if "::" in arg
+        }
+        whole: set[str] = set()
+        for module, path in self._modules.items():
+            if module in self._partial_modules or path.resolve() in named:
+                continue
+            folder = _rankings(path)
+            if folder.is_dir():
+                whole.add(str(folder))
+            # beside a module collected whole, the snapshots of modules that no longer exist
+            if folder.parent.is_dir():
+                for other in folder.parent.iterdir():
+                    if other.is_dir() and not (path.parent / f"{other.name}.py").exists():
+                        whole.add(str(other))
+        self.usage.whole = sorted(whole)
+
+    def _snapshot_outcome(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        nodeid = item.nodeid
+        if nodeid not in self._tracked and FACTS_KEY not in item.stash:
+            return
+        # Passed: the call ran and passed (no skip, no xfail), and no phase failed.
+        bad = report.failed or report.skipped or hasattr(report, "wasxfail")
+        if report.when == "setup":
+            self._clean[nodeid] = False  # until its call passes
+        elif report.when == "call":
+            self._clean[nodeid] = not bad
+        elif self._clean.pop(nodeid, False) and not bad:
+            facts = item.stash.get(FACTS_KEY, None)
+            checked = facts.checked if facts is not None else {}
+            self.usage.passed[nodeid] = {k: sorted(set(v)) for k, v in checked.items()}
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        config = session.config
+        if config.option.collectonly:
+            return
+        if hasattr(config, "workerinput"):
+            # pytest-xdist sets workeroutput on a worker's Config; pytest's does not declare it.
+            config.workeroutput[USAGE_OUTPUT_KEY] = json.dumps(self.usage.as_json())  # type: ignore[attr-defined]
+            return
+        if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
+            return
+        from pytest_searcheval.assertions import snapshot
+
+        state = config.stash.get(STATE_KEY, None)
+        if state is None:
+            return
+        found = snapshot.unused(self.usage)
+        update = bool(state.cfg.snapshot_update)
+        root = Path(config.rootpath)
+        if update:
+            snapshot.prune(found, _Titles(state))
+        self.unused_lines = snapshot.unused_lines(found, update, lambda p: _relative(p, root))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        raw = (getattr(node, "workeroutput", {}) or {}).get(USAGE_OUTPUT_KEY)
+        if raw is not None:
+            self.usage.merge(json.loads(raw))
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        for line in self.unused_lines:
+            terminalreporter.write_line(line)
+
+
+def _rankings(module: Path) -> Path:
+    """The directory of a test module's snapshot files."""
+    from pytest_searcheval.assertions.snapshot import SNAPSHOT_DIR
+
+    return module.parent / SNAPSHOT_DIR / module.stem
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
 
 RECORDER_KEY = pytest.StashKey[HandWrittenRecorder]()
+#: The key of a worker's snapshot usage in pytest-xdist's ``workeroutput``.
+USAGE_OUTPUT_KEY = "searcheval_snapshot_usage"
 
 
 def register(config: pytest.Config) -> HandWrittenRecorder:
-    recorder = HandWrittenRecorder()
+    recorder = HandWrittenRecorder(config)
     config.stash[RECORDER_KEY] = recorder
     config.pluginmanager.register(recorder, "searcheval-hand-written")
     return recorder
