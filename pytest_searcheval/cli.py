@@ -18,11 +18,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_searcheval.baseline.gate import verify_baseline
 from pytest_searcheval.files import write_atomic
 from pytest_searcheval.report import SCHEMA_VERSION, markdown, terminal_lines
+
+if TYPE_CHECKING:
+    from pytest_searcheval.types import Baseline, Report
 
 GRADES_HELP = (
     "grade scale of a BEIR or TREC collection, e.g. 0,1 or 0-3 (default: the grades the "
@@ -42,14 +45,14 @@ def _load_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _load_report(path: Path) -> dict[str, Any]:
+def _load_report(path: Path) -> Report:
     data = _load_json(path, "report")
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
         raise SystemExit(
             f"searcheval: {path}: field schema_version: expected {SCHEMA_VERSION}, got {version!r}"
         )
-    return data
+    return cast("Report", data)  # a report of the schema version this release writes
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -93,7 +96,7 @@ def grade_scale(text: str) -> list[int]:
 
 def _verify(args: argparse.Namespace) -> int:
     path = Path(args.baseline)
-    baseline = _load_json(path, "baseline") if path.exists() else None
+    baseline = cast("Baseline", _load_json(path, "baseline")) if path.exists() else None
     rule = verify_baseline(path, baseline)
     print(f"[{rule.status}] {rule.name}: {rule.detail}")
     if rule.status == "failed" or (args.strict and rule.status != "passed"):
@@ -134,7 +137,7 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_collection(args: argparse.Namespace, reports: Sequence[dict[str, Any]]) -> Any:
+def _load_collection(args: argparse.Namespace, reports: Sequence[Report]) -> Any:
     from pytest_searcheval.collection import CollectionError, load, load_trec
 
     try:

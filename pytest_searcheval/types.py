@@ -2,7 +2,9 @@
 
 Everything the plugin keeps per test, the report it writes (``report.json``) and the baseline
 file are plain JSON-safe dicts; the ``TypedDict`` classes below say what each holds, so a reader
-of ``report["profiles"][p]["measures"]`` needs no other page open, and mypy checks the writers.
+of ``report["profiles"][p]["measures"]`` needs no other page open, and mypy checks the writers
+(``report.build``, ``baseline.gate.make_baseline``) and the readers (the gate's rules through
+``GateContext``, the renderings).
 The JSON schemas in ``pytest_searcheval/schemas/`` (``report.schema.json``,
 ``baseline.schema.json``) are generated from these classes by :func:`json_schema`; regenerate
 them with ``python -m pytest_searcheval.types`` after changing a class (a test compares the
@@ -275,6 +277,10 @@ class MetricManifest(TypedDict):
     queries_absent_from_qrels: str
     queries_without_relevant_documents: str
     aggregate: str
+    #: a measure that names its own relevance level (``P(rel=2)@5``) -> that level
+    measure_relevance_levels: NotRequired[dict[str, int]]
+    #: with ERR among the measures: its stopping probability
+    err_stopping_probability: NotRequired[str]
     evaluated_queries: NotRequired[str]
     # trec-compat only: the order each profile's results were scored in
     result_order: NotRequired[str]

@@ -43,7 +43,16 @@ from typing import Any, Literal, get_args
 from pytest_searcheval import __version__
 from pytest_searcheval.baseline.ledger import ledger_profile_differs, make_ledger
 from pytest_searcheval.settings import GATED_MEASURES, SearchEvalConfig
-from pytest_searcheval.types import RuleRecord, RuleStatus
+from pytest_searcheval.types import (
+    Baseline,
+    BaselineProfile,
+    BaselineQuery,
+    Conventions,
+    ProfileEntry,
+    Report,
+    RuleRecord,
+    RuleStatus,
+)
 
 BASELINE_SCHEMA_VERSION = 2
 HASH_KEYS: tuple[str, ...] = ("corpus", "queries", "judgments")
@@ -67,8 +76,8 @@ class GateContext:
     """What every gate rule reads: the run's report, the baseline (``None`` when there is
     none), the settings, and the baseline's integrity check."""
 
-    report: Mapping[str, Any]
-    baseline: Mapping[str, Any] | None
+    report: Report
+    baseline: Baseline | None
     cfg: SearchEvalConfig
     integrity: Rule
     baseline_error: str | None = None
@@ -87,22 +96,26 @@ class GateContext:
         return "no baseline" if self.baseline is None else ""
 
     @property
-    def entry(self) -> Mapping[str, Any]:
-        """The gated profile's entry in the report (empty when it is not configured)."""
-        return self.report["profiles"].get(self.gated) or {}
+    def entry(self) -> ProfileEntry:
+        """The gated profile's entry in the report (unavailable, with no reason, when it is not
+        configured)."""
+        return self.report["profiles"].get(self.gated) or {"available": False, "reason": None}
 
     def mean(self, profile: str, measure: str) -> float | None:
-        entry = self.report["profiles"].get(profile) or {}
-        if not entry.get("available"):
+        """The mean of ``measure`` on ``profile`` in this run (None: not measured)."""
+        entry = self.report["profiles"].get(profile)
+        if not entry or not entry.get("available"):
             return None
-        value = (entry.get("measures") or {}).get(measure, {}).get("mean")
+        cell = (entry.get("measures") or {}).get(measure)
+        value = cell.get("mean") if cell else None
         return None if value is None else float(value)
 
     def base_mean(self, profile: str, measure: str) -> float | None:
+        """The baseline's mean of ``measure`` on ``profile`` (None: no baseline, or none)."""
         if self.baseline is None:
             return None
-        prof = (self.baseline.get("profiles") or {}).get(profile) or {}
-        value = (prof.get("aggregates") or {}).get(measure)
+        prof = (self.baseline.get("profiles") or {}).get(profile)
+        value = (prof.get("aggregates") or {}).get(measure) if prof else None
         return None if value is None else float(value)
 
 
@@ -285,9 +298,10 @@ def rule_conformance(ctx: GateContext) -> list[Rule]:
 
 def rule_no_result_accuracy(ctx: GateContext) -> list[Rule]:
     entry = ctx.entry
-    nra_now = (entry.get("no_result") or {}).get("accuracy") if entry.get("available") else None
-    base_profiles = (ctx.baseline or {}).get("profiles") or {}
-    nra_base = (base_profiles.get(ctx.gated) or {}).get("no_result_accuracy")
+    no_result = entry.get("no_result") if entry.get("available") else None
+    nra_now = no_result.get("accuracy") if no_result else None
+    base = (ctx.baseline.get("profiles") or {}).get(ctx.gated) if ctx.baseline else None
+    nra_base = base.get("no_result_accuracy") if base else None
     name = f"{ctx.gated} no-result accuracy vs baseline"
     if ctx.no_baseline or ctx.partial:
         return [Rule(name, "skipped", ctx.no_baseline or ctx.partial)]
@@ -303,7 +317,7 @@ def rule_invariants(ctx: GateContext) -> list[Rule]:
     if not invariants:
         return []
     name = "invariants not below baseline"
-    base_inv = (ctx.baseline or {}).get("invariants") or {}
+    base_inv = (ctx.baseline.get("invariants") or {}) if ctx.baseline else {}
     # A skipped case (target cannot be changed, nothing to check) is not a failure.
     failed = {k for k, v in invariants.items() if _failed(v)}
     # Below its baseline = failing now, passing in the baseline. A case the baseline does
@@ -351,8 +365,9 @@ def rule_latency(ctx: GateContext) -> list[Rule]:
 
 def rule_hand_written(ctx: GateContext) -> list[Rule]:
     """Hand-written search tests marked ``searcheval_gated`` passed (no rule without one)."""
-    gated = (ctx.report.get("hand_written") or {}).get("gated") or {}
-    if not gated.get("tests"):
+    section = ctx.report.get("hand_written")
+    gated = section.get("gated") if section else None
+    if not gated or not gated.get("tests"):
         return []
     name = "hand-written gated tests pass"
     bad = gated["not_passed"]
@@ -440,8 +455,8 @@ RULE_STATUSES: frozenset[str] = frozenset(get_args(RuleStatus))
 
 
 def evaluate(
-    report: Mapping[str, Any],
-    baseline: Mapping[str, Any] | None,
+    report: Report,
+    baseline: Baseline | None,
     cfg: SearchEvalConfig,
     *,
     integrity: Rule,
@@ -464,7 +479,7 @@ CONVENTIONS: tuple[str, ...] = (
 )
 
 
-def conventions(cfg: SearchEvalConfig) -> dict[str, Any]:
+def conventions(cfg: SearchEvalConfig) -> Conventions:
     return {
         "split": cfg.split,
         "limit": cfg.limit,
@@ -475,7 +490,7 @@ def conventions(cfg: SearchEvalConfig) -> dict[str, Any]:
     }
 
 
-def _conventions(report: Mapping[str, Any], baseline: Mapping[str, Any]) -> Rule:
+def _conventions(report: Report, baseline: Baseline) -> Rule:
     now = report["run"].get("conventions") or {}
     before = dict(baseline.get("run") or {})
     before.setdefault("trec_compat", False)
@@ -507,7 +522,7 @@ def _conventions(report: Mapping[str, Any], baseline: Mapping[str, Any]) -> Rule
     return Rule("conventions match the baseline", "passed", detail)
 
 
-def _latency_rule(report: Mapping[str, Any], cfg: SearchEvalConfig) -> Rule:
+def _latency_rule(report: Report, cfg: SearchEvalConfig) -> Rule:
     name = "latency budgets"
     budgets = {"p95": cfg.latency_p95_ms, "p99": cfg.latency_p99_ms}
     if all(v is None for v in budgets.values()):
@@ -530,7 +545,7 @@ def _latency_rule(report: Mapping[str, Any], cfg: SearchEvalConfig) -> Rule:
         for pct, budget in budgets.items():
             if budget is None:
                 continue
-            value = float(lat[f"{pct}_ms"])
+            value = float(lat["p95_ms"] if pct == "p95" else lat["p99_ms"])
             parts.append(f"{profile} {pct} {value:.2f} ms (budget {budget:g})")
             if value > budget:
                 over.append(f"{profile} {pct}")
@@ -541,17 +556,17 @@ def passed(rules: list[Rule]) -> bool:
     return not any(r.status == "failed" for r in rules)
 
 
-def unjudged(rules: Iterable[Mapping[str, Any]]) -> list[str]:
+def unjudged(rules: Iterable[RuleRecord]) -> list[str]:
     """The rules a partial run could not judge (skipped because only some queries ran)."""
     return [str(r["name"]) for r in rules if r["status"] == "skipped" and r["detail"] == PARTIAL]
 
 
-def verdict(report: Mapping[str, Any]) -> tuple[Literal["PASSED", "FAILED", "NOT JUDGED"], str]:
+def verdict(report: Report) -> tuple[Literal["PASSED", "FAILED", "NOT JUDGED"], str]:
     """The gate's one-word verdict and its sentence. A partial run (``-k``, ``-x``, ``--lf``)
     that failed no rule is ``NOT JUDGED``, never ``PASSED``: it names the rules it could not
     judge."""
-    gate = report.get("gate") or {}
-    rules = list(gate.get("rules") or [])
+    gate = report.get("gate")
+    rules = list(gate.get("rules") or []) if gate else []
     failed = [str(r["name"]) for r in rules if r["status"] == "failed"]
     if failed:
         return "FAILED", f"{len(failed)} of {len(rules)} rules failed: {', '.join(failed)}"
@@ -569,7 +584,7 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False, timeout=30)
 
 
-def verify_baseline(path: Path, baseline: Mapping[str, Any] | None) -> Rule:
+def verify_baseline(path: Path, baseline: Baseline | None) -> Rule:
     """The baseline must equal, byte for byte, ``git show TAG:path`` for the tag it names."""
     name = "baseline matches its git tag"
     if baseline is None:
@@ -599,20 +614,18 @@ def verify_baseline(path: Path, baseline: Mapping[str, Any] | None) -> Rule:
     return Rule(name, "passed", f"{rel} equals the copy at tag {tag}")
 
 
-def make_baseline(
-    report: Mapping[str, Any], cfg: SearchEvalConfig, tag: str | None
-) -> dict[str, Any]:
+def make_baseline(report: Report, cfg: SearchEvalConfig, tag: str | None) -> Baseline:
     """The baseline that this run's report implies (aggregates, per-query values, hashes)."""
-    profiles: dict[str, Any] = {}
+    profiles: dict[str, BaselineProfile] = {}
     for p, e in report["profiles"].items():
         if not e.get("available"):
             continue
-        queries: dict[str, Any] = {}
+        queries: dict[str, BaselineQuery] = {}
         for qid, q in report["queries"].items():
             d = q["profiles"].get(p)
             if d is None:
                 continue
-            entry = {m: v for m, v in d["measures"].items() if v is not None}
+            entry: BaselineQuery = {m: v for m, v in d["measures"].items() if v is not None}
             entry["ids"] = list(d["ids"][:10])
             queries[qid] = entry
         profiles[p] = {

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_searcheval.reasons import NOT_RECORDED, Reason
+from pytest_searcheval.types import Ledger, LedgerEntry, Report
 
 KNOWN_PREFIX = "known failure recorded in the baseline: "
 
@@ -22,7 +23,7 @@ def reasons_of(data: Iterable[Mapping[str, Any]]) -> list[Reason]:
     return [Reason.from_dict(r) for r in data]
 
 
-def ledger_entry(reasons: Sequence[Reason]) -> dict[str, Any] | None:
+def ledger_entry(reasons: Sequence[Reason]) -> LedgerEntry | None:
     """What the baseline records for one failing test (``None`` when nothing is recordable)."""
     kept = [r for r in reasons if r.code not in NOT_RECORDED]
     if not kept:
@@ -86,14 +87,14 @@ def ledger(baseline: Mapping[str, Any] | None, kind: str) -> dict[str, Mapping[s
     return {str(k): v for k, v in entries.items() if isinstance(v, Mapping)}
 
 
-def make_ledger(report: Mapping[str, Any]) -> dict[str, Any]:
+def make_ledger(report: Report) -> Ledger:
     """The known failures of a report: failing query tests and failing invariant cases."""
-    queries: dict[str, Any] = {}
+    queries: dict[str, LedgerEntry] = {}
     for qid, q in report["queries"].items():
         entry = ledger_entry(reasons_of(q.get("reasons") or []))
         if entry is not None:
             queries[qid] = entry
-    invariants: dict[str, Any] = {}
+    invariants: dict[str, LedgerEntry] = {}
     for cid, rec in (report.get("invariants") or {}).items():
         if rec.get("status") == "failed":
             reasons = reasons_of(rec.get("reasons") or []) or [

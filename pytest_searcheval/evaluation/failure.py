@@ -57,7 +57,7 @@ def format_failure(evaluation: Evaluation, row: Mapping[str, Any]) -> str:
         values = ", ".join(
             f"{k} {float(v):.4f}" for k, v in base.items() if isinstance(v, int | float)
         )
-        lines.append(f"baseline ({(evaluation.baseline or {}).get('tag') or 'untagged'}): {values}")
+        lines.append(f"baseline ({evaluation.baseline_tag or 'untagged'}): {values}")
         lines += _ranking(coll, judged, list(base.get("ids", []))[:SHOWN_RESULTS])
     first = cfg.measures[0] if cfg.measures else "nDCG@10"
     others = [

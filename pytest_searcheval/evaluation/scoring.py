@@ -19,6 +19,7 @@ from pytest_searcheval.targets import SearchResponse, SearchTarget
 if TYPE_CHECKING:
     from pytest_searcheval.collection.model import Query
     from pytest_searcheval.evaluation.session import Evaluation
+    from pytest_searcheval.types import QueryRow
 
 
 def relevant_count(judged: Mapping[str, int], level: int) -> int:
@@ -254,7 +255,7 @@ def _top_grade(evaluation: Evaluation) -> int | None:
     return max(evaluation.collection.grades, default=None)
 
 
-def fill_measures(evaluation: Evaluation, rows: Mapping[str, dict[str, Any]]) -> None:
+def fill_measures(evaluation: Evaluation, rows: Mapping[str, QueryRow]) -> None:
     """Every configured measure for every row and profile, one ``evaluate`` call per profile.
 
     Only queries with a judged document of grade >= the relevance level are scored, for every

@@ -30,6 +30,7 @@ from pytest_searcheval.targets import (
 if TYPE_CHECKING:
     from pytest_searcheval.collection.model import Collection, Query
     from pytest_searcheval.invariants.base import InvariantContext
+    from pytest_searcheval.types import Baseline
 
 
 def _invariant_context() -> InvariantContext:
@@ -49,7 +50,7 @@ class Evaluation:
     """
 
     cfg: SearchEvalConfig
-    baseline: dict[str, Any] | None = None
+    baseline: Baseline | None = None
     baseline_error: str | None = None
     _collection: Collection | None = None
     #: The profiles, gated profile and gate-over profile once the target is known.
@@ -77,7 +78,7 @@ class Evaluation:
         cls,
         cfg: SearchEvalConfig,
         collection: Collection,
-        baseline: dict[str, Any] | None = None,
+        baseline: Baseline | None = None,
     ) -> Evaluation:
         """An evaluation of a collection already in memory (its relevance level and gain
         resolved into ``cfg`` as a loaded one's are)."""
@@ -226,9 +227,16 @@ class Evaluation:
         self.cache.clear()
         self.invariant_context.clear()
 
-    def baseline_query(self, qid: str) -> dict[str, Any] | None:
-        """The baseline's entry of query ``qid`` on the gated profile, if it has one."""
-        base = self.baseline or {}
-        prof = (base.get("profiles") or {}).get(self.cfg.gated) or {}
-        entry = (prof.get("queries") or {}).get(qid)
+    def baseline_query(self, qid: str, profile: str | None = None) -> dict[str, Any] | None:
+        """The baseline's entry of query ``qid`` on ``profile`` (the gated one by default), if
+        it has one."""
+        if self.baseline is None:
+            return None
+        prof = (self.baseline.get("profiles") or {}).get(profile or self.cfg.gated)
+        entry = (prof.get("queries") or {}).get(qid) if prof else None
         return entry if isinstance(entry, dict) else None
+
+    @property
+    def baseline_tag(self) -> str | None:
+        """The git tag the baseline names, if any."""
+        return self.baseline.get("tag") if self.baseline is not None else None

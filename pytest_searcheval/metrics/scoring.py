@@ -13,6 +13,7 @@ from pytest_searcheval.metrics import measures as _builtins  # noqa: F401  (regi
 from pytest_searcheval.metrics.kernels import Calc, FloatArray
 from pytest_searcheval.metrics.packing import pack
 from pytest_searcheval.metrics.registry import REGISTRY, Measure, label, parse_measure
+from pytest_searcheval.types import MetricManifest
 
 GAINS = ("exp", "linear")
 
@@ -159,14 +160,14 @@ def manifest(
     gain: str | None = None,
     trec_compat: bool = False,
     max_grade: int | None = None,
-) -> dict[str, Any]:
+) -> MetricManifest:
     """The conventions behind a set of numbers, as JSON-safe data that reports embed."""
     g = _resolve_gain(gain, trec_compat)
     names = [label(m) for m in measures]
     parsed = [parse_measure(m) for m in measures]
     binary = sorted({d.name for d in REGISTRY.values() if d.relevance})
     own_levels = {n: m.rel for n, m in zip(names, parsed, strict=True) if m.rel is not None}
-    out: dict[str, Any] = {
+    out: MetricManifest = {
         "measures": names,
         "mode": "trec_compat" if trec_compat else "default",
         "gain": {"exp": "2^grade - 1", "linear": "grade"}[g] + " (grades <= 0 give gain 0)",

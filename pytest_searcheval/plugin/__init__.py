@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -39,8 +39,9 @@ from pytest_searcheval.plugin.items import SearchEvalFile, SearchEvalItem  # noq
 from pytest_searcheval.plugin.state import STATE_KEY, EvalState  # noqa: E402
 from pytest_searcheval.settings import ConfigError, SearchEvalConfig, add_options, build  # noqa: E402
 from pytest_searcheval.targets import SearchTarget  # noqa: E402
+from pytest_searcheval.types import Baseline, Report  # noqa: E402
 
-OUTCOME_KEY = pytest.StashKey[dict[str, Any]]()
+OUTCOME_KEY = pytest.StashKey[Report | None]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -141,7 +142,8 @@ def _load_baseline(state: EvalState) -> None:
             f"{BASELINE_SCHEMA_VERSION}; re-baseline with --search-eval-update-baseline"
         )
         return
-    state.baseline = data
+    # a baseline of the schema version this release writes; its readers read it defensively
+    state.baseline = cast("Baseline", data)
 
 
 @pytest.fixture(scope="session")
@@ -285,7 +287,7 @@ class SessionHooks:
                 gc.enable()
         self.lines = outcome.lines
         config.stash[OUTCOME_KEY] = outcome.report
-        if outcome.report.get("gate") is not None:
+        if outcome.report is not None and outcome.report.get("gate") is not None:
             self._gate_test(session, outcome.report, None)
         if outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -26,13 +26,13 @@ from pytest_searcheval.evaluation import fill_measures
 from pytest_searcheval.files import write_atomic
 from pytest_searcheval.plugin.state import EvalState
 from pytest_searcheval.report import build, hand_written, markdown, terminal_lines, to_json
-from pytest_searcheval.types import HandWrittenSection
+from pytest_searcheval.types import GateRecord, HandWrittenSection, Report
 
 
 @dataclass
 class Outcome:
     lines: list[str] = field(default_factory=list)
-    report: dict[str, Any] = field(default_factory=dict)
+    report: Report | None = None
     failed: bool = False
 
 
@@ -104,16 +104,17 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
         rules = evaluate(
             report, state.baseline, cfg, integrity=integrity, baseline_error=state.baseline_error
         )
-    report["gate"] = {
+    gate: GateRecord = {
         "passed": passed(rules),
         "rules": [r.as_dict() for r in rules],
         "baseline": {
             "path": str(cfg.baseline),
-            "tag": (state.baseline or {}).get("tag"),
+            "tag": state.baseline_tag,
             "integrity": integrity.status,
         },
     }
-    outcome.failed = not report["gate"]["passed"]
+    report["gate"] = gate
+    outcome.failed = not gate["passed"]
 
     from pytest_searcheval.report import history
     from pytest_searcheval.report.html import html

@@ -247,7 +247,7 @@ class Searcheval:
                     "is left out of the relevance measures and scored by no-result accuracy"
                 )
         base: dict[str, float] = {}
-        entry = _baseline_entry(state, result.profile, qid)
+        entry = state.baseline_query(qid, result.profile)
         if entry is None and result.profile == cfg.gated:
             entry = state.baseline_query(qid)
         if entry is not None:
@@ -317,7 +317,7 @@ class Searcheval:
         docs = state.collection.documents
         base_ids = None
         if qid is not None and profile is not None:
-            entry = _baseline_entry(state, profile, qid)
+            entry = state.baseline_query(qid, profile)
             if entry is not None and isinstance(entry.get("ids"), list):
                 base_ids = tuple(str(d) for d in entry["ids"])
         shown = set(ids) | set(base_ids or ())
@@ -326,7 +326,7 @@ class Searcheval:
             qid=qid,
             grades=dict(state.collection.judgments.get(qid, {})) if qid is not None else {},
             baseline_ids=base_ids,
-            baseline_tag=(state.baseline or {}).get("tag"),
+            baseline_tag=state.baseline_tag,
         )
 
     def _result(
@@ -395,12 +395,6 @@ def _with_context(result: SearchResult, context: Context) -> SearchResult:
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _baseline_entry(state: Evaluation, profile: str, qid: str) -> dict[str, Any] | None:
-    profiles = (state.baseline or {}).get("profiles") or {}
-    entry = ((profiles.get(profile) or {}).get("queries") or {}).get(qid)
-    return entry if isinstance(entry, dict) else None
 
 
 class RankingSnapshot:

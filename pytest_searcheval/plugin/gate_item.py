@@ -21,6 +21,8 @@ import pytest
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr, TracebackStyle
 
+    from pytest_searcheval.types import Report
+
 GATE_TEST = "test_gate"
 
 
@@ -78,7 +80,7 @@ class GateItem(pytest.Item):
         return self.path, None, GATE_TEST
 
 
-def outcome_of(report: dict[str, Any] | None, error: str | None) -> tuple[str, str]:
+def outcome_of(report: Report | None, error: str | None) -> tuple[str, str]:
     """``(outcome, message)`` of ``test_gate`` for a finished report (or the error that
     stopped the report from being built)."""
     from pytest_searcheval.baseline.gate import verdict
@@ -87,7 +89,8 @@ def outcome_of(report: dict[str, Any] | None, error: str | None) -> tuple[str, s
         return "failed", f"gate: not judged: {error}"
     assert report is not None
     word, why = verdict(report)
-    rules = (report.get("gate") or {}).get("rules") or []
+    gate = report.get("gate")
+    rules = (gate.get("rules") or []) if gate else []
     if word == "FAILED":
         lines = [f"gate: FAILED: {why}"]
         lines += [f"  [{r['status']}] {r['name']}: {r['detail']}" for r in rules]

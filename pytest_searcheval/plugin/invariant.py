@@ -24,7 +24,8 @@ class InvariantItem(SearchEvalItem):
     function = staticmethod(_invariant_test)
 
     def passed_before(self) -> bool:
-        return ((self.state.baseline or {}).get("invariants") or {}).get(self.key) is True
+        base = self.state.baseline
+        return base is not None and (base.get("invariants") or {}).get(self.key) is True
 
     def runtest(self) -> None:
         target = cast(SearchTarget, self.funcargs["searcheval_target"])

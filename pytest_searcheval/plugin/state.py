@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_searcheval.evaluation import Evaluation
+from pytest_searcheval.types import InvariantRecord, LatencyRecord, QueryRow
 
 
 @dataclass
@@ -32,9 +33,9 @@ class EvalState(Evaluation):
         default_factory=lambda: {"query": [], "invariant": [], "latency": []}
     )
     #: Controller side: merged results.
-    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
-    invariants: dict[str, dict[str, Any]] = field(default_factory=dict)
-    latency_tests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rows: dict[str, QueryRow] = field(default_factory=dict)
+    invariants: dict[str, InvariantRecord] = field(default_factory=dict)
+    latency_tests: dict[str, LatencyRecord] = field(default_factory=dict)
     worker_payloads: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Set when any generated test was deselected (-k, -m, --lf, node ids).
     partial: bool = False

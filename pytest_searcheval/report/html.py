@@ -27,6 +27,7 @@ from pytest_searcheval.report import (
 )
 from pytest_searcheval.report.query_table import query_table
 from pytest_searcheval.settings import GATED_MEASURES
+from pytest_searcheval.types import Report
 
 #: Runs listed in the history table (the trend plot shows every run).
 HISTORY_ROWS = 20
@@ -52,7 +53,7 @@ def _e(value: Any) -> str:
     return _html.escape(str(value))
 
 
-def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _plots(report: Report) -> list[tuple[str, str]]:
     """(caption, inline SVG) of each figure the report has data for (report/svg.py)."""
     from pytest_searcheval.report.svg import Chart, colour
 
@@ -73,13 +74,17 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         for i, p in enumerate(profiles):
             means, lows, highs, xs = [], [], [], []
             for j, cls in enumerate(names):
-                cell = classes[p].get(cls, {}).get(CLASS_MEASURE, {})
-                if cell.get("mean") is None:
+                entry = classes[p].get(cls)
+                cell = entry[CLASS_MEASURE] if entry else None
+                if cell is None:
+                    continue
+                mean, low, high = cell["mean"], cell["low"], cell["high"]
+                if mean is None or low is None or high is None:  # n = 0: no interval
                     continue
                 xs.append(j + i * width)
-                means.append(cell["mean"])
-                lows.append(cell["low"])
-                highs.append(cell["high"])
+                means.append(mean)
+                lows.append(low)
+                highs.append(high)
             fig.bars(xs, means, width, colours=colour(i), label=p, low=lows, high=highs)
         fig.xcategories = [
             (j + width * (len(profiles) - 1) / 2, name) for j, name in enumerate(names)
@@ -91,9 +96,10 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     measure = report["run"]["query_measure"]
     deltas = []
     for qid, q in report["queries"].items():
-        now = (q["profiles"].get(gated) or {}).get("measures", {}).get(measure)
+        answer = q["profiles"].get(gated)
+        now = answer["measures"].get(measure) if answer else None
         before = (q.get("baseline") or {}).get(measure)
-        if now is not None and before is not None:
+        if now is not None and isinstance(before, int | float):
             deltas.append((float(now) - float(before), qid))
     if deltas:
         deltas.sort()
@@ -130,9 +136,9 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         if not e.get("available"):
             continue
         lat = [
-            float(q["profiles"][p]["latency_ms"])
+            float(ms)
             for q in report["queries"].values()
-            if p in q["profiles"] and q["profiles"][p].get("latency_ms") is not None
+            if p in q["profiles"] and (ms := q["profiles"][p].get("latency_ms")) is not None
         ]
         if lat:
             series.append((p, lat))
@@ -154,7 +160,7 @@ def _plots(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _trend(report: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> str:
+def _trend(report: Report, entries: Sequence[Mapping[str, Any]]) -> str:
     """Means of the gated measures per profile over the recorded runs (one panel a measure);
     a dashed line before every run whose conventions or collection hashes changed."""
     from pytest_searcheval.report.svg import Chart, colour
@@ -193,7 +199,7 @@ def _trend(report: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> s
     return "<div class='panels'>" + "".join(panels) + "</div>"
 
 
-def _history_section(report: Mapping[str, Any], hist: history.History | None) -> list[str]:
+def _history_section(report: Report, hist: history.History | None) -> list[str]:
     if hist is None:
         return []
     entries = hist.entries
@@ -237,7 +243,7 @@ def _history_section(report: Mapping[str, Any], hist: history.History | None) ->
     return parts
 
 
-def html(report: Mapping[str, Any], hist: history.History | None = None) -> str:
+def html(report: Report, hist: history.History | None = None) -> str:
     """The page. ``hist``: the run history (its trend and last runs), when one is kept."""
     run = report["run"]
     parts = [

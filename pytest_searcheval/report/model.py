@@ -13,16 +13,36 @@ import os
 import platform
 from collections.abc import Mapping, Sequence
 from itertools import combinations
-from typing import Any
+from typing import Any, Final
 
 from pytest_searcheval import __version__
 from pytest_searcheval.report import tradeoff
 from pytest_searcheval.settings import GATED_MEASURES, SearchEvalConfig
 from pytest_searcheval.stats import DEFAULT_SEED, nearest_rank
+from pytest_searcheval.types import (
+    Baseline,
+    BaselineComparison,
+    BaselineQuery,
+    ClassEntry,
+    Comparison,
+    Conventions,
+    Interval,
+    InvariantRecord,
+    KnownFailures,
+    LatencyRecord,
+    LedgerLists,
+    ProfileEntry,
+    ProfileResult,
+    Quality,
+    QueryEntry,
+    QueryProfileEntry,
+    QueryRow,
+    Report,
+)
 
 SCHEMA_VERSION = 1
 #: Measures shown in the terminal table (the JSON has every configured measure).
-CLASS_MEASURE = "nDCG@10"
+CLASS_MEASURE: Final = "nDCG@10"
 #: the seed of every interval and test in a report (one for all, as the manifest says)
 SEED = DEFAULT_SEED
 
@@ -36,7 +56,7 @@ def _finite(value: Any) -> float | None:
 
 def _intervals(
     columns: Mapping[Any, Mapping[str, float]], cfg: SearchEvalConfig
-) -> dict[Any, dict[str, Any]]:
+) -> dict[Any, Interval]:
     """Bootstrap interval cells of several columns (query id -> value each).
 
     Columns over the same query set share one resample index matrix
@@ -45,7 +65,7 @@ def _intervals(
     """
     from pytest_searcheval.stats import bootstrap_cis
 
-    out: dict[Any, dict[str, Any]] = {}
+    out: dict[Any, Interval] = {}
     groups: dict[tuple[Any, ...], list[Any]] = {}
     for key, col in columns.items():
         if not col:
@@ -77,7 +97,7 @@ EVALUATED_RULE_TREC = (
 )
 
 
-def result_order(rows: Sequence[Mapping[str, Any]]) -> str:
+def result_order(rows: Sequence[QueryRow]) -> str:
     """The order each profile's results were scored in (trec-compat): trec_eval's, or the
     service's own where it sent results without scores."""
     service: dict[str, int] = {}
@@ -101,7 +121,7 @@ def evaluated_rule(trec_compat: bool, level: int) -> str:
     return rule.replace("the relevance level", f"the relevance level ({level})")
 
 
-def evaluated(row: Mapping[str, Any]) -> bool:
+def evaluated(row: QueryRow | Mapping[str, Any]) -> bool:
     """Whether a row belongs to the relevance aggregates (see :data:`EVALUATED_RULE`); in
     trec-compat mode every judged query does (trec_eval ``-c``)."""
     if "evaluated" in row:
@@ -110,7 +130,7 @@ def evaluated(row: Mapping[str, Any]) -> bool:
 
 
 def _columns(
-    rows: Sequence[Mapping[str, Any]], profiles: Sequence[str], measures: Sequence[str]
+    rows: Sequence[QueryRow], profiles: Sequence[str], measures: Sequence[str]
 ) -> dict[tuple[str, str], dict[str, float]]:
     """``{(profile, measure): {qid: value}}`` over the evaluated rows, in one pass."""
     out: dict[tuple[str, str], dict[str, float]] = {(p, m): {} for p in profiles for m in measures}
@@ -147,16 +167,16 @@ def ranking_depth(cfg: SearchEvalConfig) -> int | None:
 def build(
     *,
     cfg: SearchEvalConfig,
-    rows: Mapping[str, Mapping[str, Any]],
+    rows: Mapping[str, QueryRow],
     expected: Sequence[str],
     facts: Mapping[str, Any] | None,
     collection: Any,
-    baseline: Mapping[str, Any] | None,
-    invariants: Mapping[str, Mapping[str, Any]] | None = None,
-    latency_tests: Mapping[str, Mapping[str, Any]] | None = None,
+    baseline: Baseline | None,
+    invariants: Mapping[str, InvariantRecord] | None = None,
+    latency_tests: Mapping[str, LatencyRecord] | None = None,
     workers: int = 0,
     partial: bool = False,
-) -> dict[str, Any]:
+) -> Report:
     """Everything the gate and the renderings need, in a stable order (rows sorted by id)."""
     from pytest_searcheval import metrics
 
@@ -192,9 +212,9 @@ def build(
             for p in r["profiles"]:
                 for key in ((p, ""), (p, r["class"])):
                     n_evaluated[key] = n_evaluated.get(key, 0) + 1
-    profiles: dict[str, Any] = {}
+    profiles: dict[str, ProfileEntry] = {}
     for p in cfg.profiles or ():
-        entry: dict[str, Any] = {"available": p in available, "reason": unavailable.get(p)}
+        entry: ProfileEntry = {"available": p in available, "reason": unavailable.get(p)}
         if p in available:
             # queries whose search on this profile errored (named in each query's "errors")
             entry["errored"] = sum(1 for r in ordered if p in (r.get("errors") or {}))
@@ -230,9 +250,9 @@ def build(
                 r["profiles"][p]["constraint_breaks"] for r in ordered if p in r["profiles"]
             )
             lat = [
-                float(r["profiles"][p]["latency_ms"])
+                float(ms)
                 for r in ordered
-                if p in r["profiles"] and r["profiles"][p].get("latency_ms") is not None
+                if p in r["profiles"] and (ms := r["profiles"][p].get("latency_ms")) is not None
             ]
             entry["latency_ms"] = {
                 "n": len(lat),
@@ -242,9 +262,9 @@ def build(
             }
         profiles[p] = entry
 
-    classes: dict[str, dict[str, Any]] = {}
+    classes: dict[str, dict[str, ClassEntry]] = {}
     for p in available:
-        per_class: dict[str, Any] = {}
+        per_class: dict[str, ClassEntry] = {}
         for cls in classes_seen:
             members = [r for r in ordered if r["class"] == cls]
             empty_ok = [
@@ -263,10 +283,9 @@ def build(
     comparisons = _comparisons(columns, available, cfg)
     vs_baseline = against_baseline(columns, baseline, cfg)
 
-    queries: dict[str, Any] = {}
+    queries: dict[str, QueryEntry] = {}
     depth = ranking_depth(cfg)
-    base_queries = ((baseline or {}).get("profiles") or {}).get(cfg.gated) or {}
-    base_queries = base_queries.get("queries") or {}
+    base_queries = _baseline_queries(baseline, cfg.gated)
     all_judgments = getattr(collection, "judgments", {}) or {}
     for row in ordered:
         judged = all_judgments.get(row["qid"], {})
@@ -282,25 +301,7 @@ def build(
             "evaluated": evaluated(row),
             "unavailable": row["unavailable"],
             "errors": dict(row.get("errors") or {}),
-            "profiles": {
-                p: {
-                    "ids": d["ids"][:depth],
-                    # the grade of each kept document, null where unjudged
-                    "grades": [judged.get(doc_id) for doc_id in d["ids"][:depth]],
-                    "returned": d.get("returned", len(d["ids"])),
-                    # finite floats already (fill_measures leaves undefined values out)
-                    "measures": d["measures"],
-                    "violations": [v["text"] for v in d["violations"]],
-                    "constraint_breaks": d["constraint_breaks"],
-                    "applied_filters": d["applied"],
-                    "extracted_filters": d["extracted"],
-                    "expectations_unmet": [e["text"] for e in d["expectations"]],
-                    "latency_ms": d.get("latency_ms"),
-                    "confidence": d.get("confidence"),
-                }
-                | ({"order": d["order"]} if "order" in d else {})
-                for p, d in row["profiles"].items()
-            },
+            "profiles": {p: _query_profile(d, judged, depth) for p, d in row["profiles"].items()},
             "baseline": base_queries.get(row["qid"]),
             "ledger": row.get("ledger"),
         }
@@ -319,7 +320,7 @@ def build(
         manifest_["result_order"] = result_order(ordered)
     coll_manifest = dict(getattr(collection, "manifest", {}) or {})
     model = facts.get("model") if isinstance(facts.get("model"), Mapping) else None
-    report: dict[str, Any] = {
+    report: Report = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "pytest-searcheval", "version": __version__},
         "created": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
@@ -373,8 +374,8 @@ def build(
         "comparisons": comparisons,
         "vs_baseline": vs_baseline,
         "queries": queries,
-        "invariants": {k: dict(v) for k, v in sorted((invariants or {}).items())},
-        "latency_tests": {k: dict(v) for k, v in sorted((latency_tests or {}).items())},
+        "invariants": {k: v.copy() for k, v in sorted((invariants or {}).items())},
+        "latency_tests": {k: v.copy() for k, v in sorted((latency_tests or {}).items())},
         "invariant_summary": _invariant_summary(invariants or {}),
         "quality": quality(ordered, available, collection, cfg, facts),
         "no_result_tradeoff": tradeoff.curves(queries, available),
@@ -387,16 +388,48 @@ def build(
     return report
 
 
+def _baseline_queries(baseline: Baseline | None, profile: str) -> dict[str, BaselineQuery]:
+    """The baseline's per-query values of ``profile`` (empty without them)."""
+    if baseline is None:
+        return {}
+    entry = (baseline.get("profiles") or {}).get(profile)
+    return (entry.get("queries") or {}) if entry else {}
+
+
+def _query_profile(
+    d: ProfileResult, judged: Mapping[str, int], depth: int | None
+) -> QueryProfileEntry:
+    """One profile's answer to one query as the report keeps it."""
+    out: QueryProfileEntry = {
+        "ids": d["ids"][:depth],
+        # the grade of each kept document, null where unjudged
+        "grades": [judged.get(doc_id) for doc_id in d["ids"][:depth]],
+        "returned": d.get("returned", len(d["ids"])),
+        # finite floats already (fill_measures leaves undefined values out)
+        "measures": d["measures"],
+        "violations": [v["text"] for v in d["violations"]],
+        "constraint_breaks": d["constraint_breaks"],
+        "applied_filters": d["applied"],
+        "extracted_filters": d["extracted"],
+        "expectations_unmet": [e["text"] for e in d["expectations"]],
+        "latency_ms": d.get("latency_ms"),
+        "confidence": d.get("confidence"),
+    }
+    if "order" in d:
+        out["order"] = d["order"]
+    return out
+
+
 QUALITY_K = 10
 
 
 def quality(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[QueryRow],
     profiles: Sequence[str],
     collection: Any,
     cfg: SearchEvalConfig,
     facts: Mapping[str, Any],
-) -> dict[str, Any]:
+) -> Quality:
     """The seeds' remaining measures, per profile, each where the collection has what it needs
     and with the reason where it does not: grade-0 rate@10 (judged useless among the shown),
     adversarial top-1 and resistance rates, provider concentration of the top 10, the share of
@@ -462,16 +495,18 @@ def quality(
     if reranked and reranked[0].removesuffix("_rerank") in profiles:
         base = reranked[0].removesuffix("_rerank")
         a = {
-            r["qid"]: r["profiles"][base]["measures"].get("nDCG@10")
+            r["qid"]: v
             for r in rows
             if base in r["profiles"]
+            and (v := r["profiles"][base]["measures"].get("nDCG@10")) is not None
         }
         b = {
-            r["qid"]: r["profiles"][reranked[0]]["measures"].get("nDCG@10")
+            r["qid"]: v
             for r in rows
             if reranked[0] in r["profiles"]
+            and (v := r["profiles"][reranked[0]]["measures"].get("nDCG@10")) is not None
         }
-        both = [q for q in a if a[q] is not None and b.get(q) is not None]
+        both = [q for q in a if q in b]
         if both:
             lift = {
                 "profile": reranked[0],
@@ -493,13 +528,13 @@ def quality(
     }
 
 
-def _conventions(cfg: SearchEvalConfig) -> dict[str, Any]:
+def _conventions(cfg: SearchEvalConfig) -> Conventions:
     from pytest_searcheval.baseline.gate import conventions
 
     return conventions(cfg)
 
 
-def _invariant_summary(invariants: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+def _invariant_summary(invariants: Mapping[str, InvariantRecord]) -> dict[str, Any] | None:
     """``invariants.summarize()`` of the case records: per-invariant counts, filter-conformance
     totals, constraint-extraction accuracy per field (``None`` when no case ran)."""
     if not invariants:
@@ -510,116 +545,130 @@ def _invariant_summary(invariants: Mapping[str, Mapping[str, Any]]) -> dict[str,
 
 
 def _known_failures(
-    queries: Mapping[str, Mapping[str, Any]],
-    invariants: Mapping[str, Mapping[str, Any]],
-    baseline: Mapping[str, Any] | None,
-) -> dict[str, Any]:
+    queries: Mapping[str, QueryEntry],
+    invariants: Mapping[str, InvariantRecord],
+    baseline: Baseline | None,
+) -> KnownFailures:
     """The known-failure ledger's verdicts: ``known`` (failed for recorded reasons: xfail),
     ``new`` (failed otherwise: the test failed), ``fixed`` (recorded failing, passes: XPASS)."""
-    out: dict[str, Any] = {"baseline_ledger": bool((baseline or {}).get("known_failures"))}
-    for kind, items in (("queries", queries), ("invariants", invariants)):
+
+    def lists(items: Mapping[str, QueryEntry] | Mapping[str, InvariantRecord]) -> LedgerLists:
         by: dict[str, list[str]] = {"known": [], "new": [], "fixed": []}
         for key, entry in items.items():
             status = entry.get("ledger")
             if status in by:
-                by[status].append(key)
-        out[kind] = {k: sorted(v) for k, v in by.items()}
-    return out
+                by[str(status)].append(key)
+        return {
+            "known": sorted(by["known"]),
+            "new": sorted(by["new"]),
+            "fixed": sorted(by["fixed"]),
+        }
+
+    return {
+        "baseline_ledger": bool(baseline.get("known_failures")) if baseline else False,
+        "queries": lists(queries),
+        "invariants": lists(invariants),
+    }
 
 
 def against_baseline(
     columns: Mapping[tuple[str, str], Mapping[str, float]],
-    baseline: Mapping[str, Any] | None,
+    baseline: Baseline | None,
     cfg: SearchEvalConfig,
-) -> list[dict[str, Any]]:
+) -> list[BaselineComparison]:
     """Paired randomization tests of the gated profile now against its per-query values in
     the baseline, on the gated measures, over the queries both scored (Holm-corrected)."""
     from pytest_searcheval.stats import holm, paired_randomization_test
 
-    base = (((baseline or {}).get("profiles") or {}).get(cfg.gated) or {}).get("queries") or {}
-    out: list[dict[str, Any]] = []
+    base = _baseline_queries(baseline, cfg.gated)
+    tests: list[tuple[str, list[float], list[float], float]] = []
     for m in GATED_MEASURES:
         now = columns.get((cfg.gated, m), {})
-        common = sorted(q for q in now if isinstance((base.get(q) or {}).get(m), int | float))
+        before: dict[str, float] = {}
+        for q in now:
+            value = (base.get(q) or {}).get(m)
+            if isinstance(value, int | float):
+                before[q] = float(value)
+        common = sorted(before)
         if len(common) < 2:
             continue
         xs = [now[q] for q in common]
-        ys = [float(base[q][m]) for q in common]
-        out.append(
-            {
-                "profile": cfg.gated,
-                "measure": m,
-                "n": len(common),
-                "mean_now": sum(xs) / len(xs),
-                "mean_baseline": sum(ys) / len(ys),
-                "mean_diff": (sum(xs) - sum(ys)) / len(xs),
-                "wins": sum(1 for x, y in zip(xs, ys, strict=True) if x > y + 1e-12),
-                "losses": sum(1 for x, y in zip(xs, ys, strict=True) if x < y - 1e-12),
-                "p": paired_randomization_test(xs, ys, permutations=cfg.permutations, seed=SEED),
-            }
-        )
-    adjusted = holm({str(i): e["p"] for i, e in enumerate(out)})
-    for i, e in enumerate(out):
-        e["p_holm"] = adjusted[str(i)]
-    return out
+        ys = [before[q] for q in common]
+        p = paired_randomization_test(xs, ys, permutations=cfg.permutations, seed=SEED)
+        tests.append((m, xs, ys, p))
+    adjusted = holm({str(i): p for i, (_, _, _, p) in enumerate(tests)})
+    return [
+        {
+            "profile": cfg.gated,
+            "measure": m,
+            "n": len(xs),
+            "mean_now": sum(xs) / len(xs),
+            "mean_baseline": sum(ys) / len(ys),
+            "mean_diff": (sum(xs) - sum(ys)) / len(xs),
+            "wins": sum(1 for x, y in zip(xs, ys, strict=True) if x > y + 1e-12),
+            "losses": sum(1 for x, y in zip(xs, ys, strict=True) if x < y - 1e-12),
+            "p": p,
+            "p_holm": adjusted[str(i)],
+        }
+        for i, (m, xs, ys, p) in enumerate(tests)
+    ]
 
 
 def _comparisons(
     columns: Mapping[tuple[str, str], Mapping[str, float]],
     available: Sequence[str],
     cfg: SearchEvalConfig,
-) -> list[dict[str, Any]]:
+) -> list[Comparison]:
     """Paired randomization tests of every profile pair on the gated measures. Comparisons
     over the same queries share one sign matrix (:func:`stats.paired_randomization_tests`)."""
     from pytest_searcheval.stats import holm, paired_randomization_tests
 
-    out: list[dict[str, Any]] = []
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    # (a, b, measure, xs, ys) of every comparison, in report order
+    pending: list[tuple[str, str, str, list[float], list[float]]] = []
+    groups: dict[tuple[str, ...], list[int]] = {}
     for a, b in combinations(available, 2):
         for m in GATED_MEASURES:
             va, vb = columns.get((a, m), {}), columns.get((b, m), {})
             common = tuple(sorted(set(va) & set(vb)))
             if len(common) < 2:
                 continue
-            xs = [va[q] for q in common]
-            ys = [vb[q] for q in common]
-            entry: dict[str, Any] = {
-                "a": a,
-                "b": b,
-                "measure": m,
-                "n": len(common),
-                "mean_a": sum(xs) / len(xs),
-                "mean_b": sum(ys) / len(ys),
-                "mean_diff": (sum(xs) - sum(ys)) / len(xs),
-                "p": None,
-                "_xy": (xs, ys),
-            }
-            out.append(entry)
-            groups.setdefault(common, []).append(entry)
-    for entries in groups.values():
-        xs_cols = [e["_xy"][0] for e in entries]
-        ys_cols = [e["_xy"][1] for e in entries]
+            groups.setdefault(common, []).append(len(pending))
+            pending.append((a, b, m, [va[q] for q in common], [vb[q] for q in common]))
+    p_of: dict[int, float] = {}
+    for members in groups.values():
+        xs_cols = [pending[i][3] for i in members]
+        ys_cols = [pending[i][4] for i in members]
         ps = paired_randomization_tests(
             [list(r) for r in zip(*xs_cols, strict=True)],
             [list(r) for r in zip(*ys_cols, strict=True)],
             permutations=cfg.permutations,
             seed=SEED,
         )
-        for e, p in zip(entries, ps, strict=True):
-            e["p"] = float(p)
-            del e["_xy"]
-    raw = {f"{e['a']} vs {e['b']} {e['measure']}": float(e["p"]) for e in out}
+        for i, p in zip(members, ps, strict=True):
+            p_of[i] = float(p)
+    raw = {f"{a} vs {b} {m}": p_of[i] for i, (a, b, m, _, _) in enumerate(pending)}
     adjusted = holm(raw) if raw else {}
-    for entry in out:
-        entry["p_holm"] = float(adjusted[f"{entry['a']} vs {entry['b']} {entry['measure']}"])
-    return out
+    return [
+        {
+            "a": a,
+            "b": b,
+            "measure": m,
+            "n": len(xs),
+            "mean_a": sum(xs) / len(xs),
+            "mean_b": sum(ys) / len(ys),
+            "mean_diff": (sum(xs) - sum(ys)) / len(xs),
+            "p": p_of[i],
+            "p_holm": float(adjusted[f"{a} vs {b} {m}"]),
+        }
+        for i, (a, b, m, xs, ys) in enumerate(pending)
+    ]
 
 
 def _limitations(
     collection: Any,
     manifest: Mapping[str, Any],
     unavailable: Mapping[str, str],
-    ordered: Sequence[Mapping[str, Any]],
+    ordered: Sequence[QueryRow],
     expected: Sequence[str],
     relevance_level: int,
     trec_compat: bool = False,

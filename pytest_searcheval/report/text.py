@@ -9,6 +9,7 @@ from typing import Any
 from pytest_searcheval.baseline.gate import verdict
 from pytest_searcheval.report import hand_written, tradeoff
 from pytest_searcheval.report.model import CLASS_MEASURE
+from pytest_searcheval.types import Report
 
 
 def quality_lines(q: Mapping[str, Any] | None) -> list[str]:
@@ -81,7 +82,7 @@ def extraction_line(summary: Mapping[str, Any]) -> str:
     )
 
 
-def ledger_lines(report: Mapping[str, Any]) -> list[str]:
+def ledger_lines(report: Report) -> list[str]:
     kf = report.get("known_failures") or {}
     if not kf:
         return []
@@ -135,7 +136,7 @@ def shown_measures(measures: Sequence[str]) -> list[str]:
     return [m for m in measures if last[m.split("@")[0]] == m]
 
 
-def relevance_lines(report: Mapping[str, Any]) -> list[str]:
+def relevance_lines(report: Report) -> list[str]:
     """How many queries entered the relevance aggregates, and why the others did not."""
     run = report["run"]
     level = run["relevance_level"]
@@ -167,13 +168,13 @@ def relevance_lines(report: Mapping[str, Any]) -> list[str]:
     return [line]
 
 
-def shows_latency(report: Mapping[str, Any]) -> bool:
+def shows_latency(report: Report) -> bool:
     """Whether the profile tables have a latency column: not for run files, whose "searches"
     are lookups in a file read at start (their timings say nothing about a search system)."""
     return ((report.get("environment") or {}).get("target") or {}).get("target") != "run"
 
 
-def terminal_lines(report: Mapping[str, Any]) -> list[str]:
+def terminal_lines(report: Report) -> list[str]:
     """The terminal section: profile x measure (95% CI), per-class table, comparisons, gate."""
     run = report["run"]
     lines = [
@@ -233,10 +234,10 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
     if against:
         lines.append("")
         lines.append("this run vs the baseline, per query (paired randomization, Holm-corrected):")
-        for c in against:
+        for v in against:
             lines.append(
-                f"  {c['profile']} {c['measure']}: {c['mean_diff']:+.4f} (n={c['n']}, "
-                f"{c['wins']} up, {c['losses']} down) p={c['p']:.4f} p_holm={c['p_holm']:.4f}"
+                f"  {v['profile']} {v['measure']}: {v['mean_diff']:+.4f} (n={v['n']}, "
+                f"{v['wins']} up, {v['losses']} down) p={v['p']:.4f} p_holm={v['p_holm']:.4f}"
             )
     lines += quality_lines(report.get("quality"))
     trade = tradeoff.lines(report.get("no_result_tradeoff"))
@@ -272,7 +273,7 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def markdown(report: Mapping[str, Any]) -> str:
+def markdown(report: Report) -> str:
     """GitHub-flavoured Markdown for the CI step summary."""
     run = report["run"]
     out = [
@@ -360,7 +361,7 @@ def markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def to_json(report: Mapping[str, Any]) -> str:
+def to_json(report: Report) -> str:
     """Compact JSON (``jq .`` pretty-prints it): with ``indent`` the stdlib falls back to its
     pure-Python encoder, which costs seconds on a few thousand queries."""
     return json.dumps(report, allow_nan=False, default=str, separators=(",", ":")) + "\n"

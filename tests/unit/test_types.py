@@ -90,7 +90,8 @@ def _report() -> dict[str, Any]:
         },
         "model": None,
         "metric_manifest": {k: "x" for k in types.MetricManifest.__annotations__}
-        | {"measures": ["nDCG@10"], "mode": "default", "relevance_level": 2},
+        | {"measures": ["nDCG@10"], "mode": "default", "relevance_level": 2}
+        | {"measure_relevance_levels": {"P(rel=2)@5": 2}},
         "profiles": {
             "hybrid": {
                 "available": True,
@@ -183,6 +184,49 @@ def test_a_report_conforms_and_a_wrong_status_or_an_undescribed_key_does_not() -
     assert len(list(validator.iter_errors(bad))) == 1
 
 
+def test_the_manifest_of_measures_with_their_own_level_and_err_conforms() -> None:
+    from pytest_searcheval.metrics import manifest
+
+    spec = types.json_schema(types.MetricManifest)
+    written = manifest(measures=["nDCG@10", "P(rel=2)@5", "ERR@10"], relevance_level=1)
+    assert written["measure_relevance_levels"] == {"P(rel=2)@5": 2}
+    assert "err_stopping_probability" in written
+    assert list(jsonschema.Draft202012Validator(spec).iter_errors(written)) == []
+
+
 def test_a_type_without_a_json_form_is_refused() -> None:
     with pytest.raises(TypeError, match="no JSON form"):
         types.json_schema(set[str])
+
+
+MISREAD = """
+from pytest_searcheval.baseline.gate import GateContext, Rule, gate_rule
+from pytest_searcheval.report.model import build
+
+
+@gate_rule("p95")
+def fast(ctx: GateContext) -> Rule:
+    p95 = ctx.report["profiles"][ctx.gated]["latency"]["p95"]
+    return Rule("p95", "passed", str(p95))
+
+
+def first_query(**kwargs: object) -> str:
+    report = build(**kwargs)  # type: ignore[arg-type]
+    return report["queries"]["q1"]["profiles"]["hybrid"]["idz"][0]
+"""
+
+
+@pytest.mark.slow  # mypy over the package
+def test_mypy_checks_the_readers_of_the_report_and_of_a_gate_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mypy import api
+
+    monkeypatch.setenv("MYPYPATH", str(ROOT))  # this tree's package, not an installed one
+    (tmp_path / "rule.py").write_text(MISREAD, encoding="utf-8")
+    out, _, status = api.run(
+        ["--strict", "--no-incremental", "--ignore-missing-imports", str(tmp_path / "rule.py")]
+    )
+    assert status == 1, out
+    assert 'TypedDict "ProfileEntry" has no key "latency"' in out
+    assert 'TypedDict "QueryProfileEntry" has no key "idz"' in out
