@@ -39,6 +39,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from pytest_searcheval.engine.api import admin, discovery, errors, health, search
+from pytest_searcheval.engine.api.capacity import Capacity
 from pytest_searcheval.engine.api.context import SearchEngine, ServiceContext
 from pytest_searcheval.engine.api.params import (
     MAX_BODY_BYTES,
@@ -61,29 +62,6 @@ __all__ = [
 ]
 
 
-class _ThreadCap:
-    """ASGI middleware: sync handlers run on at most ``tokens`` worker threads at once
-    (anyio's default limiter, per event loop, has 40). Requests beyond it wait in the event
-    loop, where waiting costs nothing, rather than as threads that take turns at the GIL and
-    queue for a pool connection mid-request."""
-
-    def __init__(self, app: Any, tokens: int) -> None:
-        self.app = app
-        self.tokens = tokens
-        self.loops: set[int] = set()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        import asyncio
-
-        loop = id(asyncio.get_running_loop())
-        if loop not in self.loops:
-            import anyio.to_thread
-
-            anyio.to_thread.current_default_thread_limiter().total_tokens = self.tokens
-            self.loops.add(loop)
-        await self.app(scope, receive, send)
-
-
 def create_app(
     engine: SearchEngine,
     *,
@@ -93,9 +71,10 @@ def create_app(
 ) -> FastAPI:
     """The FastAPI application serving ``engine``. ``admin_token=None`` disables admin routes.
 
-    ``max_threads``: how many requests are handled at once (default: the engine's connection
-    pool size, ``settings.pool_max``, when it has one; else anyio's 40). With 16 clients on
-    the shipped catalog, capping at the pool size raised hybrid searches/s 1.3-1.5x."""
+    ``max_threads``: how many requests of each class (database work, or served from memory:
+    engine/api/capacity.py) are handled at once (default: the engine's connection pool size,
+    ``settings.pool_max``, when it has one; else anyio's 40 in all). With 16 clients on the
+    shipped catalog, capping at the pool size raised hybrid searches/s 1.3-1.5x."""
     query_cap = MAX_QUERY_CHARS if max_query_chars is None else max_query_chars
     if max_threads is None:
         max_threads = getattr(getattr(engine, "settings", None), "pool_max", None)
@@ -113,7 +92,7 @@ def create_app(
     # FastAPI's documented way to serve a custom OpenAPI document; mypy forbids assigning a method.
     app.openapi = _openapi_document(app, engine, query_cap, admin=token is not None)  # type: ignore[method-assign]
     if max_threads is not None:
-        app.add_middleware(_ThreadCap, tokens=max(1, max_threads))
+        app.add_middleware(Capacity, tokens=max(1, max_threads), engine=engine)
     return app
 
 

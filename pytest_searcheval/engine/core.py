@@ -196,6 +196,7 @@ class Engine(EngineWrites, EngineReads):
             pool_max=settings.pool_max,
             on_connect=dense.register_vector,
             wait_seconds=settings.db_wait_seconds,
+            query_seconds=settings.db_query_seconds,
         )
         schema.open()
         try:
@@ -211,7 +212,7 @@ class Engine(EngineWrites, EngineReads):
                 assets=assets,
                 owns_embedder=owns,
             )
-            with psycopg.connect(dsn) as conn:
+            with psycopg.connect(dsn, **db.connection_kwargs(dsn)) as conn:
                 engine.versions = db.server_versions(conn)
         except BaseException:
             schema.close()
@@ -354,11 +355,12 @@ class Engine(EngineWrites, EngineReads):
 
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` reports, at the cost of one round trip: raises (within the
-        connection wait, about a second) when the database cannot answer, and when the run's
-        schema is gone (dropped by someone else: every search would fail)."""
+        connection wait, about a second) when the database is down, within the query bound
+        (``IsolatedSchema.query_seconds``) when it hangs, and when the run's schema is gone
+        (dropped by someone else: every search would fail)."""
         from pytest_searcheval.engine.isolation import IsolationError
 
-        with self.schema.connection() as conn:
+        with self.schema.connection(bounded=True) as conn:
             row = conn.execute(
                 "SELECT to_regnamespace(%s) IS NOT NULL", (self.schema_name,)
             ).fetchone()
@@ -370,6 +372,12 @@ class Engine(EngineWrites, EngineReads):
             "model": self.model_info(),
             "documents": len(catalog.docs) - len(catalog.tombstones),
         }
+
+    @property
+    def database_hung(self) -> bool:
+        """True while the server has stopped answering within a request's bound: the HTTP
+        service then refuses database work it cannot start at once (engine/app.py)."""
+        return bool(getattr(self.schema, "hung", False))
 
     def describe(self) -> dict[str, Any]:
         with self.schema.connection() as conn:

@@ -32,11 +32,14 @@ the socket, which only local users that can reach the socket directory can use).
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import math
 import os
 import shutil
 import socket
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -52,6 +55,86 @@ DSN_ENV = "SEARCHEVAL_DSN"
 
 class DatabaseError(RuntimeError):
     """The engine's database cannot be used as configured; the message says why and what to do."""
+
+
+class DatabaseHung(RuntimeError):
+    """The server did not answer within a request's bound (stopped, partitioned, hung): the
+    HTTP service answers 503, as for a server that is down (engine/api/errors.py)."""
+
+
+class Watchdog:
+    """Bounds how long a thread waits for the database, on the client side.
+
+    The server-side timeouts need a server that runs; a stopped postmaster or a partitioned
+    socket answers nothing, and psycopg waits for a result without a deadline. A block run under
+    :meth:`bound` whose connection is still in use after ``seconds`` gets its socket shut down
+    (``shutdown(2)`` on a duplicate of the descriptor): the waiting thread wakes at once with an
+    ``OperationalError``, the connection is broken and the pool replaces it. One thread serves
+    every deadline of the process; a block that ends in time costs a heap push and a flag.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Guard]] = []
+        self._ids = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def bound(self, conn: psycopg.Connection[Any], seconds: float) -> Iterator[_Guard]:
+        """Within the block, ``conn`` answers within ``seconds`` or its socket is shut down;
+        the block's guard says (``fired``) whether that happened."""
+        guard = _Guard(conn)
+        with self._cond:
+            heapq.heappush(self._heap, (time.monotonic() + seconds, next(self._ids), guard))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="searcheval-db-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+        try:
+            yield guard
+        finally:
+            guard.end()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap:
+                    self._cond.wait()
+                deadline, _, guard = self._heap[0]
+                wait = deadline - time.monotonic()
+                if wait > 0 and not guard.ended:
+                    self._cond.wait(wait)
+                    continue
+                heapq.heappop(self._heap)
+            guard.fire()
+
+
+class _Guard:
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self.ended = False
+        self.fired = False
+
+    def end(self) -> None:
+        with self._lock:  # after this, fire() never touches the connection (back in the pool)
+            self.ended = True
+
+    def fire(self) -> None:
+        with self._lock:
+            if self.ended:
+                return
+            self.fired = True
+            with contextlib.suppress(Exception):
+                fd = self._conn.pgconn.socket
+                with socket.socket(fileno=os.dup(fd)) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+#: the process's watchdog (see :class:`Watchdog`)
+WATCHDOG = Watchdog()
 
 
 @dataclass

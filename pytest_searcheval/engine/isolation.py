@@ -48,7 +48,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pytest_searcheval.engine import migrate as _migrate
-from pytest_searcheval.engine.db import connection_kwargs, vector_schema
+from pytest_searcheval.engine.db import WATCHDOG, DatabaseHung, connection_kwargs, vector_schema
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -70,6 +70,13 @@ WAIT_ENV = "SEARCHEVAL_DB_WAIT"
 DEFAULT_WAIT_SECONDS = 1.0
 #: how long a request waits for a connection of a busy pool whose server answers
 BUSY_WAIT_SECONDS = 30.0
+#: how long a request's database work (``connection(bounded=True)``) may wait for the server
+#: before its connection is cut (db.Watchdog) and it answers 503
+QUERY_SECONDS = 2.0
+#: how long a request waits for the probe of a server that gave it no connection
+PROBE_SECONDS = 1.0
+#: while the server does not answer, one request a second tries it; the others fail at once
+HUNG_RETRY_SECONDS = 1.0
 
 
 def default_wait_seconds() -> float:
@@ -300,7 +307,11 @@ def take_lease(dsn: str, schema: str) -> psycopg.Connection[Any]:
     """A connection of its own holding the lease of ``schema`` (see the module docstring)."""
     import psycopg
 
-    conn = psycopg.connect(dsn, autocommit=True, application_name="searcheval-lease")
+    # Bounded as the pooled connections are (db.connection_kwargs): over TCP a partitioned
+    # server's lease session is noticed in seconds instead of the kernel's two hours.
+    conn = psycopg.connect(
+        dsn, autocommit=True, application_name="searcheval-lease", **connection_kwargs(dsn)
+    )
     try:
         row = conn.execute(_LOCK, (run_lock_key(schema),)).fetchone()
         if not (row and row[0]):
@@ -419,6 +430,7 @@ class IsolatedSchema:
         heartbeat_seconds: float | None = DEFAULT_HEARTBEAT_SECONDS,
         on_connect: Callable[[psycopg.Connection[Any]], None] | None = None,
         wait_seconds: float | None = None,
+        query_seconds: float = QUERY_SECONDS,
     ) -> None:
         if not prefix or not prefix.replace("_", "").isalnum() or not prefix.islower():
             raise ValueError(
@@ -435,10 +447,19 @@ class IsolatedSchema:
         #: called on every pooled connection once its search_path is set (type adapters)
         self.on_connect = on_connect
         self.wait_seconds = default_wait_seconds() if wait_seconds is None else wait_seconds
+        self.query_seconds = query_seconds
         self._probe_lock = threading.Lock()
-        self._probe_ok_at = float("-inf")
+        self._probe_at = float("-inf")
+        self._probe_ok = False
+        self._probe_done: threading.Event | None = None
+        #: when the server last stopped answering within a bound (None: it answers), and when
+        #: a request last tried it since
+        self._hung_at: float | None = None
+        self._tried_at = float("-inf")
         if not self.wait_seconds > 0:
             raise ValueError(f"wait_seconds must be positive, got {self.wait_seconds!r}")
+        if not self.query_seconds > 0:
+            raise ValueError(f"query_seconds must be positive, got {self.query_seconds!r}")
         self._beat_stop = threading.Event()
         self._beat_thread: threading.Thread | None = None
         self.run_id = secrets.token_hex(8)
@@ -462,7 +483,7 @@ class IsolatedSchema:
             raise IsolationError(f"IsolatedSchema {self.name} was already opened; make a new one")
         t0 = time.perf_counter()
         try:
-            with psycopg.connect(self.dsn, autocommit=True) as conn:
+            with psycopg.connect(self.dsn, autocommit=True, **connection_kwargs(self.dsn)) as conn:
                 if self.clean_stale:
                     self.stale_dropped = drop_stale_schemas(
                         conn, ttl_seconds=self.stale_ttl_seconds, prefix=self.prefix
@@ -559,7 +580,9 @@ class IsolatedSchema:
             import psycopg
 
             try:
-                with psycopg.connect(self.dsn, autocommit=True) as conn:
+                with psycopg.connect(
+                    self.dsn, autocommit=True, **connection_kwargs(self.dsn)
+                ) as conn:
                     drop_own_schema(conn, self.name, self.run_id)
             finally:
                 self._end_lease()
@@ -657,18 +680,26 @@ class IsolatedSchema:
         return self._pool
 
     @contextlib.contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def connection(self, *, bounded: bool = False) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection with ``search_path`` set to this schema (transaction per block).
 
         Fails fast only when the server is gone: after ``wait_seconds`` without a connection the
-        server is probed (one new connection, at most once a second across threads); if it does
-        not answer, ``psycopg_pool.PoolTimeout`` is raised (a 503), else the wait goes on up to
-        ``BUSY_WAIT_SECONDS``, since a busy pool is not an outage. The pool reconnects by itself
-        when the server returns.
+        server is probed (one new connection, at most once a second across threads, waited for
+        at most ``PROBE_SECONDS``); if it does not answer, ``psycopg_pool.PoolTimeout`` is raised
+        (a 503), else the wait goes on up to ``BUSY_WAIT_SECONDS``, since a busy pool is not an
+        outage. The pool reconnects by itself when the server returns.
+
+        ``bounded=True`` (a request's reads, the health check): the block's connection answers
+        within ``query_seconds`` or is cut (:class:`db.Watchdog`) and
+        :class:`db.DatabaseHung` is raised. From then on, until the server answers again,
+        bounded blocks fail at once, but for one a second that tries the server.
         """
+        import psycopg
         from psycopg_pool import PoolTimeout
 
         pool = self.pool
+        if bounded:
+            self._admit()
         try:
             conn = pool.getconn(timeout=self.wait_seconds)
         except PoolTimeout:
@@ -676,24 +707,94 @@ class IsolatedSchema:
                 raise
             conn = pool.getconn(timeout=BUSY_WAIT_SECONDS)
         try:
-            with conn:
-                yield conn
+            if not bounded:
+                with conn:
+                    yield conn
+                return
+            with WATCHDOG.bound(conn, self.query_seconds) as guard:
+                try:
+                    with conn:
+                        yield conn
+                except psycopg.Error as exc:
+                    if not guard.fired:
+                        raise
+                    self._mark_hung()
+                    raise DatabaseHung(
+                        f"the database did not answer within {self.query_seconds:g} s"
+                    ) from exc
+            if not guard.fired:
+                self._mark_answered()
         finally:
             pool.putconn(conn)
 
+    @property
+    def hung(self) -> bool:
+        """True while the server has stopped answering within a request's bound."""
+        return self._hung_at is not None
+
+    def _admit(self) -> None:
+        with self._probe_lock:
+            if self._hung_at is None:
+                return
+            now = time.monotonic()
+            if now - self._tried_at < HUNG_RETRY_SECONDS:
+                raise DatabaseHung(
+                    f"the database has not answered for {now - self._hung_at:.1f} s"
+                    f" (tried again every {HUNG_RETRY_SECONDS:g} s)"
+                )
+            self._tried_at = now
+
+    def _mark_hung(self) -> None:
+        with self._probe_lock:
+            now = time.monotonic()
+            if self._hung_at is None:
+                self._hung_at = now
+            self._tried_at = now
+
+    def _mark_answered(self) -> None:
+        if self._hung_at is not None:
+            with self._probe_lock:
+                self._hung_at = None
+
     def _server_answers(self) -> bool:
+        """Probe the server with a new connection: one probe at a time, its answer kept for a
+        second; a caller waits for it at most ``PROBE_SECONDS`` (a stopped server takes
+        libpq's 2 s connect timeout to fail), then takes the server for hung."""
+        with self._probe_lock:
+            if time.monotonic() - self._probe_at < 1.0:
+                return self._probe_ok
+            if self._probe_done is None:
+                self._probe_done = threading.Event()
+                threading.Thread(
+                    target=self._probe,
+                    args=(self._probe_done,),
+                    name=f"{self.name}-probe",
+                    daemon=True,
+                ).start()
+            done = self._probe_done
+        if not done.wait(PROBE_SECONDS):
+            self._mark_hung()
+            return False
+        return self._probe_ok
+
+    def _probe(self, done: threading.Event) -> None:
         import psycopg
 
+        try:
+            with psycopg.connect(
+                self.dsn, autocommit=True, **connection_kwargs(self.dsn, connect_timeout=2)
+            ) as conn:
+                conn.execute("SELECT 1")
+            ok = True
+        except psycopg.Error:
+            ok = False
         with self._probe_lock:
-            if time.monotonic() - self._probe_ok_at < 1.0:
-                return True
-            try:
-                with psycopg.connect(self.dsn, connect_timeout=2, autocommit=True) as conn:
-                    conn.execute("SELECT 1")
-            except psycopg.Error:
-                return False
-            self._probe_ok_at = time.monotonic()
-            return True
+            self._probe_ok = ok
+            self._probe_at = time.monotonic()
+            self._probe_done = None
+        if ok:
+            self._mark_answered()
+        done.set()
 
     # -- proof of ownership ------------------------------------------------------------------
 
@@ -837,7 +938,8 @@ class RolledBackSchema:
             self._stack.close()
 
     @contextlib.contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def connection(self, *, bounded: bool = False) -> Iterator[psycopg.Connection[Any]]:
+        # A private copy for checks in this process: its one connection is not bounded.
         with self._lock:
             if self._held is None:
                 raise IsolationError(f"the rolled-back view of {self.name} is closed")

@@ -254,7 +254,7 @@ def retrieve(engine: Engine, p: Plan) -> Lists:
     if p.dense:
         qvec = engine.embedder.embed_one(text)
         if qvec is not None:
-            with engine.schema.connection() as conn, conn.transaction():
+            with engine.schema.connection(bounded=True) as conn, conn.transaction():
                 sem = dense.search(
                     conn,
                     qvec,

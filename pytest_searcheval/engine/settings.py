@@ -51,6 +51,10 @@ class EngineSettings:
     #: seconds a request waits for a database connection before it answers 503 (None:
     #: ``$SEARCHEVAL_DB_WAIT``, else 1 s)
     db_wait_seconds: float | None = None
+    #: seconds a search's or health check's database work may wait for the server before its
+    #: connection is cut and it fails (503 over HTTP): a stopped or partitioned server answers
+    #: nothing and the server-side timeouts cannot fire (engine/isolation.py, db.Watchdog)
+    db_query_seconds: float = 2.0
     #: measure HNSW recall@10 against exact on this many sampled queries when HNSW is built.
     recall_sample: int = 50
 

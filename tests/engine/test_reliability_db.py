@@ -141,11 +141,11 @@ def _postmaster(server: Any) -> int:
     return int((Path(server._server.pgdata) / "postmaster.pid").read_text().split()[0])
 
 
-def _restart(server: Any) -> None:
+def _restart(server: Any, postmaster: int) -> None:
     import psutil
 
     with contextlib.suppress(psutil.NoSuchProcess):
-        psutil.Process(_postmaster(server)).wait(30)
+        psutil.Process(postmaster).wait(30)
     server._server.ensure_postgres_running()
 
 
@@ -175,8 +175,10 @@ def test_an_acknowledged_write_survives_a_postgres_crash(
                     assert time.monotonic() < deadline, r.text
                     time.sleep(0.1)
                 assert r.status_code == 200, r.text
-        os.kill(_postmaster(server), signal.SIGQUIT)
-        _restart(server)
+        # the pid is read once: the dying postmaster removes its postmaster.pid
+        postmaster = _postmaster(server)
+        os.kill(postmaster, signal.SIGQUIT)
+        _restart(server, postmaster)
         with psycopg.connect(server.dsn) as conn:
             found = {
                 str(row[0])
@@ -229,3 +231,103 @@ def test_every_pooled_connection_is_bounded_and_commits_durably(
     assert kw["options"].startswith("-c work_mem=8MB ")
     assert kw["connect_timeout"] == 2 and kw["tcp_user_timeout"] == 15_000
     assert (kw["keepalives"], kw["keepalives_idle"], kw["keepalives_count"]) == (1, 10, 3)
+
+
+def _signal_postgres(server: Any, sig: signal.Signals) -> None:
+    """``sig`` to the postmaster, then to every process it forked (a stopped postmaster
+    forks no more)."""
+    import psutil
+
+    postmaster = psutil.Process(_postmaster(server))
+    postmaster.send_signal(sig)
+    for proc in postmaster.children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.send_signal(sig)
+
+
+#: the bound a hung server's 503 keeps: the query bound (2 s) and room for a busy machine
+HUNG_BOUND_SECONDS = 3.0
+
+
+def test_a_hung_server_answers_503_within_the_bound_and_lexical_is_not_starved(
+    stack: tuple[Any, Engine, RunningService],
+) -> None:
+    """Every PostgreSQL process of the server stopped (SIGSTOP) for 5 s under 12 clients of
+    the database (more than the 8 worker threads) and 2 lexical ones: each semantic and hybrid
+    search and each ``/healthz`` sent during the stop answers 503 within the bound, every
+    lexical search answers 200 at once, and after SIGCONT everything answers 200 again.
+    Before the client-side bound each of these waited as long as the stop, and lexical
+    searches waited behind them for a worker thread."""
+    import threading
+
+    server, _, service = stack
+    _wait_until_searchable(service)
+    seen: list[tuple[str, str, int | str, float]] = []
+    phase = ["before"]
+    done = threading.Event()
+
+    def client(kind: str, path: str, params: dict[str, str]) -> None:
+        with httpx.Client(base_url=service.url, timeout=30) as http:
+            while not done.is_set():
+                started, t0 = phase[0], time.perf_counter()
+                try:
+                    status: int | str = http.get(path, params=params).status_code
+                except httpx.HTTPError as exc:
+                    status = type(exc).__name__
+                seen.append((started, kind, status, time.perf_counter() - t0))
+                time.sleep(0.02)
+
+    query = {"q": "weather forecast"}
+    specs = [("database", "/search", {**query, "profile": p}) for p in ("hybrid", "semantic")] * 6
+    specs += [("lexical", "/search", {**query, "profile": "lexical"})] * 2
+    specs += [("health", "/healthz", {})]
+    threads = [threading.Thread(target=client, args=spec) for spec in specs]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(0.5)
+        _signal_postgres(server, signal.SIGSTOP)
+        # requests begun from here on meet the stopped server from their start
+        phase[0] = "stopped"
+        time.sleep(5.0)
+    finally:
+        _signal_postgres(server, signal.SIGCONT)
+        phase[0] = "resumed"
+    time.sleep(2.0)  # the server answers again; one request a second tries it
+    phase[0] = "after"
+    time.sleep(2.0)
+    done.set()
+    for thread in threads:
+        thread.join(60)
+
+    def rows(started: str, kind: str) -> list[tuple[int | str, float]]:
+        return [(s, t) for p, k, s, t in seen if p == started and k == kind]
+
+    for kind in ("database", "health"):
+        during = rows("stopped", kind)
+        assert during, kind
+        slow = [t for _, t in during if t > HUNG_BOUND_SECONDS]
+        assert not slow, f"{kind}: {len(slow)} of {len(during)} took up to {max(slow):.1f} s"
+        assert {s for s, _ in during} <= {200, 503}, during
+        assert sum(s == 503 for s, _ in during) >= 0.9 * len(during), during
+    lexical = rows("stopped", "lexical")
+    assert lexical and all(s == 200 for s, _ in lexical), lexical
+    assert max(t for _, t in lexical) < 1.0, sorted(t for _, t in lexical)[-5:]
+    for kind in ("database", "health", "lexical"):
+        after = rows("after", kind)
+        assert after and all(s == 200 for s, _ in after), (kind, after)
+
+
+def test_the_lease_session_is_bounded_like_the_pool(
+    stack: tuple[Any, Engine, RunningService],
+) -> None:
+    """The connection holding the run's lease carries the pooled connections' bounds (before:
+    none, no statement timeout and no TCP keepalives)."""
+    _, eng, _ = stack
+    eng.schema._renew_lease()  # the crash test restarted the server, ending the lease session
+    lease = eng.schema._lease
+    assert lease is not None
+    assert lease.execute("SHOW statement_timeout").fetchone() == ("1min",)
+    params = lease.info.get_parameters()
+    assert params.get("tcp_user_timeout") == str(db.TCP_USER_TIMEOUT_MS), params
+    assert params.get("keepalives_idle") == str(db.KEEPALIVES_IDLE_S), params

@@ -9,6 +9,8 @@ their status in the same body; anything else is a 503 when the database is out a
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
@@ -19,6 +21,7 @@ from starlette.routing import Match
 
 from pytest_searcheval.engine.api.params import ClientError
 from pytest_searcheval.engine.api.responses import error
+from pytest_searcheval.engine.db import DatabaseHung
 from pytest_searcheval.engine.x402 import FilterError
 
 __all__ = ["install", "is_database_outage"]
@@ -72,12 +75,43 @@ def client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:
     return error(400, "body", "the connection closed before the body was complete")
 
 
+class _OutageLog:
+    """One warning per ``every`` seconds about the database being unavailable, with the count
+    of the ones left out: a hung database refuses hundreds of requests a second."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self.every = every
+        self.last = float("-inf")
+        self.skipped = 0
+        self.lock = threading.Lock()
+
+    def warn(self, path: str, exc: BaseException) -> None:
+        with self.lock:
+            now = time.monotonic()
+            if now - self.last < self.every:
+                self.skipped += 1
+                return
+            skipped, self.skipped, self.last = self.skipped, 0, now
+        more = f" ({skipped} more since the last such warning)" if skipped else ""
+        log.warning("database unavailable serving %s: %s%s", path, exc, more)
+
+
+outage_log = _OutageLog()
+
+
+def database_outage(request: Request, exc: Exception) -> JSONResponse:
+    # A database that is down or hung, or a pool with no free connection in time, is a
+    # temporary outage (503). Registered for the exception classes themselves, so Starlette
+    # answers without logging a traceback per request.
+    outage_log.warn(request.url.path, exc)
+    return error(503, None, f"database unavailable ({type(exc).__name__})")
+
+
 def internal(request: Request, exc: Exception) -> JSONResponse:
     # Never the client's fault: log it, say so, leak nothing. A database that is down or a
     # pool with no free connection in time is a temporary outage (503), anything else a bug.
     if is_database_outage(exc):
-        log.warning("database unavailable serving %s: %s", request.url.path, exc)
-        return error(503, None, f"database unavailable ({type(exc).__name__})")
+        return database_outage(request, exc)
     log.exception("unhandled error serving %s", request.url.path)
     return error(500, None, f"internal error ({type(exc).__name__})")
 
@@ -89,6 +123,11 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(ClientDisconnect, client_gone)  # type: ignore[arg-type]
+    import psycopg
+    import psycopg_pool
+
+    for outage in (psycopg.OperationalError, psycopg_pool.PoolTimeout, DatabaseHung):
+        app.add_exception_handler(outage, database_outage)
     app.add_exception_handler(Exception, internal)
 
 
@@ -96,4 +135,4 @@ def is_database_outage(exc: BaseException) -> bool:
     import psycopg
     import psycopg_pool
 
-    return isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout))
+    return isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout, DatabaseHung))

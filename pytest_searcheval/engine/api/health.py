@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse
 
 from pytest_searcheval.engine.api import context
-from pytest_searcheval.engine.api.errors import is_database_outage
+from pytest_searcheval.engine.api.errors import is_database_outage, outage_log
 
 __all__ = ["router"]
 
@@ -27,7 +27,7 @@ def healthz(request: Request) -> JSONResponse:
         facts = probe()
     except Exception as exc:
         if is_database_outage(exc):
-            log.warning("health check: database unavailable: %s", exc)
+            outage_log.warn(request.url.path, exc)
         else:
             log.exception("health check failed")
         return JSONResponse(
