@@ -652,6 +652,9 @@ def _columns(
     import numpy as np
 
     raw = np.frombuffer(data, dtype=np.uint8)
+    simple = _columns_simple(raw, max_line_bytes)
+    if simple is not None:
+        return simple
     newline = raw == 10
     space = (raw == 32) | (raw == 9) | (raw == 13) | newline
     # Other control bytes (split() counts some as whitespace) and non-ASCII: the exact reader.
@@ -678,6 +681,82 @@ def _columns(
     return np.array(tokens[0::6]), np.array(tokens[2::6]), values
 
 
+def _columns_simple(
+    raw: np.ndarray[Any, Any], max_line_bytes: int
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
+    """The common layout without splitting into tokens: every line ends in a newline and
+    holds six non-empty fields between single spaces, printable ASCII only, an all-digit rank
+    and a plain decimal score (``-``, up to 15 digits, one ``.``). Fields are cut out of the
+    bytes by their offsets; a score is its digits as an integer divided by a power of ten,
+    both exact in a double, so the quotient is the correctly rounded value ``float()``
+    gives. ``None`` for anything else (:func:`_columns` reads it by tokens)."""
+    import numpy as np
+
+    if not raw.size or raw[-1] != 10:
+        return None
+    ends = np.flatnonzero(raw == 10)
+    gaps = np.flatnonzero(raw == 32)
+    n = len(ends)
+    # No other byte below 33 (tab, CR, control) and none above 126.
+    if len(gaps) != 5 * n or int(np.count_nonzero((raw < 33) | (raw > 126))) != 6 * n:
+        return None
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    if int((ends - starts).max()) + 1 > max_line_bytes + 1:
+        return None
+    sp = gaps.reshape(n, 5)
+    # each line's five spaces inside it, no field empty (the spaces being sorted, the first
+    # after the line's start and the last before its end place all five in the line)
+    if not (
+        bool((sp[:, 0] > starts).all())
+        and bool((sp[:, 4] + 1 < ends).all())
+        and bool((np.diff(sp, axis=1) > 1).all())
+    ):
+        return None
+    bounds = [(starts, sp[:, 0]), (sp[:, 1] + 1, sp[:, 2]), (sp[:, 2] + 1, sp[:, 3])]
+    bounds.append((sp[:, 3] + 1, sp[:, 4]))
+    widest = max(int((stop - begin).max()) for begin, stop in bounds)
+    padded = np.concatenate((raw, np.zeros(widest, dtype=np.uint8)))
+    qids, docs, rank, score = (_field(padded, begin, stop) for begin, stop in bounds)
+    if not bool(((rank == 0) | ((rank >= 48) & (rank <= 57))).all()):
+        return None
+    mantissa = np.zeros(n, dtype=np.int64)
+    fraction = np.zeros(n, dtype=np.int64)
+    digits = np.zeros(n, dtype=np.int64)
+    seen_dot = np.zeros(n, dtype=bool)
+    negative = score[:, 0] == 45
+    for j, col in enumerate(score.T):
+        digit = (col >= 48) & (col <= 57)
+        dot = col == 46
+        allowed = digit | dot | (negative if j == 0 else col == 0)
+        if not bool(allowed.all()) or bool((dot & seen_dot).any()):
+            return None
+        mantissa = np.where(digit, mantissa * 10 + (col.astype(np.int64) - 48), mantissa)
+        digits += digit
+        fraction += digit & seen_dot
+        seen_dot |= dot
+    if int(digits.min()) < 1 or int(digits.max()) > 15:
+        return None
+    values = mantissa.astype(np.float64) / (10.0**fraction)
+    values[negative] *= -1.0
+    return qids.view(f"S{qids.shape[1]}")[:, 0], docs.view(f"S{docs.shape[1]}")[:, 0], values
+
+
+def _field(
+    padded: np.ndarray[Any, Any], begin: np.ndarray[Any, Any], stop: np.ndarray[Any, Any]
+) -> np.ndarray[Any, Any]:
+    """Row i: line i's field as bytes, NUL past its end (``uint8``, as wide as the widest),
+    gathered a column at a time (byte j of every line's field at once)."""
+    import numpy as np
+
+    length = stop - begin
+    out = np.zeros((len(begin), int(length.max())), dtype=np.uint8)
+    for j in range(out.shape[1]):
+        out[:, j] = np.where(length > j, padded[begin + j], 0)
+    return out
+
+
 def _rank(
     qids: np.ndarray[Any, Any],
     docs: np.ndarray[Any, Any],
@@ -698,19 +777,71 @@ def _rank(
         qids, docs, scores = qids[order], docs[order], scores[order]
         change = np.flatnonzero(qids[1:] != qids[:-1]) + 1
         bounds = np.concatenate(([0], change, [n])).astype(np.int64)
-    spans: dict[str, tuple[int, int]] = {}
-    for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        group = docs[start:stop]
-        ordered = np.sort(group)
-        if stop - start > 1 and bool((ordered[1:] == ordered[:-1]).any()):
+    sizes = np.diff(bounds)
+    if sizes.size and sizes.size * int(sizes.max()) <= 2 * n + 4096:
+        ranked = _grid_order(docs, scores, bounds, sizes)
+        if ranked is None:
             return None
-        # ascending by (score, docid), read backwards: score and docid both descending; the
-        # score as trec_eval holds it, a C float (scores equal in 32 bits tie)
-        rank = np.lexsort((group, scores[start:stop].astype(np.float32)))[::-1]
-        docs[start:stop] = group[rank]
-        scores[start:stop] = scores[start:stop][rank]
-        spans[qids[start].decode("utf-8")] = (start, stop)
+        docs, scores = docs[ranked], scores[ranked]
+    else:  # query sizes too uneven for one grid: query by query
+        for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            group = docs[start:stop]
+            ordered = np.sort(group)
+            if stop - start > 1 and bool((ordered[1:] == ordered[:-1]).any()):
+                return None
+            # ascending by (score, docid), read backwards: score and docid both descending;
+            # the score as trec_eval holds it, a C float (scores equal in 32 bits tie)
+            rank = np.lexsort((group, scores[start:stop].astype(np.float32)))[::-1]
+            docs[start:stop] = group[rank]
+            scores[start:stop] = scores[start:stop][rank]
+    names = [q.decode("utf-8") for q in qids[bounds[:-1]].tolist()]
+    spans = dict(
+        zip(names, zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True), strict=True)
+    )
     return RankedRun(spans, docs, scores, ascii)
+
+
+def _grid_order(
+    docs: np.ndarray[Any, Any],
+    scores: np.ndarray[Any, Any],
+    bounds: np.ndarray[Any, Any],
+    sizes: np.ndarray[Any, Any],
+) -> np.ndarray[Any, Any] | None:
+    """The permutation that puts every query in trec_eval's order at once, or ``None`` when a
+    query lists a document twice. Queries are the rows of a grid padded to the longest one,
+    sorted along the rows (a row fits in cache, a sort of the whole run does not): by the
+    score as a C float descending, then the docid descending, the docid compared as
+    big-endian 8-byte words of its NUL-padded bytes (strcmp's order). The docid order of a
+    row also finds a document listed twice (equal neighbours)."""
+    import numpy as np
+
+    n = len(docs)
+    width = -(-docs.dtype.itemsize // 8) * 8
+    words = np.ascontiguousarray(docs.astype(f"S{width}")).view(">u8").reshape(n, -1)
+    longest = int(sizes.max())
+    column = np.arange(longest)
+    real = column < sizes[:, None]
+    at = np.where(real, bounds[:-1, None] + column, n)  # n: the padding's slot
+    # a padding slot: docid 0 (no id is empty) and the lowest score, so it sorts last
+    padded = [np.append(words[:, k], np.uint64(0))[at] for k in range(words.shape[1])]
+    single = scores.astype(np.float32) + np.float32(0.0)  # -0.0 ties with 0.0, as in C
+    bits = single.view(np.uint32)
+    ascending = np.where(bits >> np.uint32(31), ~bits, bits | np.uint32(0x80000000))
+    score_key = np.append(~ascending, np.uint32(0xFFFFFFFF))[at]
+    by_doc = np.argsort(padded[0], axis=1) if len(padded) == 1 else np.lexsort(padded[::-1], axis=1)
+    sorted_words = [np.take_along_axis(w, by_doc, axis=1) for w in padded]
+    # two equal neighbours in docid order, neither of them padding: a document listed twice
+    same = np.take_along_axis(real, by_doc, axis=1)
+    same = same[:, 1:] & same[:, :-1]
+    for w in sorted_words:
+        same &= w[:, 1:] == w[:, :-1]
+    if bool(same.any()):
+        return None
+    # one key per slot: the score, then the docid's place in the row's docid order (distinct)
+    place = np.empty_like(by_doc)
+    np.put_along_axis(place, by_doc, np.broadcast_to(column, by_doc.shape), axis=1)
+    key = (score_key.astype(np.uint64) << np.uint64(32)) | (longest - 1 - place).astype(np.uint64)
+    return np.take_along_axis(at, np.argsort(key, axis=1), axis=1)[real]
 
 
 def _ranked_from_mapping(run: Mapping[str, Mapping[str, float]]) -> RankedRun:

@@ -137,3 +137,72 @@ def test_a_ranking_decodes_what_is_read_and_finds_documents_by_their_bytes(
     assert run.ranking("no such query").positions(["d1"]).tolist() == [-1]
     with pytest.raises(IndexError):
         run.ranking("2")[1]
+
+
+def _as_lines_read(path: Path) -> dict[str, list[tuple[str, float]]]:
+    """What the line-by-line reader makes of a file, in trec_eval's order with its scores."""
+    ranked = trec._ranked_from_mapping(read_trec_run(path, "f.run", Problems()))
+    return {
+        q: list(zip(ranked.ids(q), ranked.scores[a:b].tolist(), strict=True))
+        for q, (a, b) in ranked.spans.items()
+    }
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # plain decimals of every form float() takes, signs, -0.0 beside 0.0 (a tie)
+        ["1 Q0 a 1 -0.0 t", "1 Q0 b 2 0 t", "1 Q0 c 3 .5 t", "1 Q0 d 4 5. t", "1 Q0 e 5 -12.25 t"],
+        # fifteen digits exact; 17 and an exponent go by tokens, with the same values
+        ["1 Q0 a 1 123456789012345 t", "1 Q0 b 2 0.30000000000000004 t", "2 Q0 c 1 1e-3 t"],
+        # equal as a C float, different as a double: a tie, by docid
+        ["1 Q0 a 1 0.1 t", "1 Q0 b 2 0.100000001 t", "1 Q0 c 3 0.1000000001 t"],
+        # ids longer than 8 bytes (two words), prefixes of each other, one of 130 bytes
+        ["1 Q0 doc-000000001 1 1 t", "1 Q0 doc-00000000 2 1 t", "1 Q0 doc 3 1 t",
+         "1 Q0 doc-000000001x 4 1 t", "2 Q0 " + "z" * 130 + " 1 1 t"],
+        # one long query beside short ones: ranked query by query
+        [f"1 Q0 d{k} {k} {k % 3} t" for k in range(3000)] + ["2 Q0 a 1 1 t", "3 Q0 b 1 2 t"],
+        # tabs, a blank line, a CR: read by tokens
+        ["1\tQ0\ta\t1\t2\tt", "", "1 Q0 b 2 2 t\r", "2 Q0 c 1 1 t"],
+    ],
+)  # fmt: skip
+def test_every_way_of_reading_a_file_gives_the_line_readers_ranking(
+    tmp_path: Path, lines: list[str]
+) -> None:
+    path = tmp_path / "f.run"
+    path.write_text("\n".join(lines) + "\n")
+    ranked = read_trec_run_ranked(path, "f.run", Problems())
+    got = {
+        q: list(zip(ranked.ids(q), ranked.scores[a:b].tolist(), strict=True))
+        for q, (a, b) in ranked.spans.items()
+    }
+    assert got == _as_lines_read(path)
+
+
+def test_the_common_layout_is_cut_by_offsets_with_exact_scores(tmp_path: Path) -> None:
+    import numpy as np
+
+    rng = random.Random(5)
+    lines = []
+    for q in range(20):
+        for k in range(1, 50):
+            score = f"{rng.choice(['-', ''])}{rng.random() * 99:.{rng.randint(0, 9)}f}"
+            lines.append(f"{q} Q0 D{rng.randrange(10**6)} {k} {score} run\n")
+    data = "".join(lines).encode()
+    cut = trec._columns_simple(np.frombuffer(data, dtype=np.uint8), 1 << 20)
+    assert cut is not None  # the offset path takes it
+    tokens = data.split()
+    assert cut[0].tolist() == tokens[0::6] and cut[1].tolist() == tokens[2::6]
+    assert cut[2].tolist() == [float(t) for t in tokens[4::6]]  # bit for bit
+    for odd in (b"1 Q0 a 1 2 t", b"1 Q0 a 1 2  t\n", b"1 Q0 a x 2 t\n", b"1 Q0 a 1 2-1 t\n",
+                b"1 Q0 a 1 1.2.3 t\n", b"1 Q0 a 1 . t\n", b" 1 Q0 a 1 2 t\n"):  # fmt: skip
+        assert trec._columns_simple(np.frombuffer(odd, dtype=np.uint8), 1 << 20) is None, odd
+
+
+def test_a_document_listed_twice_with_different_scores_is_found(tmp_path: Path) -> None:
+    path = tmp_path / "f.run"
+    path.write_text("1 Q0 a 1 3 t\n1 Q0 b 2 2 t\n2 Q0 a 1 1 t\n1 Q0 a 3 1 t\n")
+    problems = Problems()
+    read_trec_run_ranked(path, "f.run", problems)
+    with pytest.raises(CollectionError, match=r"f\.run:4 \[docid\]: document 'a' appears twice"):
+        problems.raise_if_any()
