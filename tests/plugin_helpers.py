@@ -124,13 +124,15 @@ def fake(query, *, profile, limit, filters, extract):
         ids = ids[::-1]
     if mode == "worse" and query == "weather forecast":
         ids = [d for d in ids if d != "d1"]
-    if mode == "stuff" and query == "unicorn rentals":
+    if mode in ("stuff", "stuff-flagged") and query == "unicorn rentals":
         ids = ["d2"]
     applied = {}
     if mode == "violate" and query == "stock prices":
         applied = {"network": "stellar:testnet"}
     hits = tuple(Hit(d, float(10 - i)) for i, d in enumerate(ids[:limit]))
     meta = {}
+    if mode == "stuff-flagged" and query == "unicorn rentals":
+        meta = {"no_result": True}  # answers anyway: threshold compliance's own failure
     if mode == "confidence":
         # the share of the query's words the best listing has; empty under 0.5
         best = max((s for _, s in scored), default=0)

@@ -148,7 +148,9 @@ def test_known_invariant_failure_xfails_and_the_gate_counts_it(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_project(pytester, invariants=True)
-    monkeypatch.setenv("SEARCHEVAL_FAKE", "stuff")
+    # q3 (unanswerable) is answered although the response reports no_result: the query test
+    # fails the answer, threshold compliance the contradiction.
+    monkeypatch.setenv("SEARCHEVAL_FAKE", "stuff-flagged")
     baseline = _rebaseline(pytester)
     recorded = baseline["known_failures"]["invariants"]  # type: ignore[index]
     assert "threshold-compliance-q3" in recorded
