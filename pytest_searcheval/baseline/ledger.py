@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_searcheval.reasons import NOT_RECORDED, Reason
-from pytest_searcheval.types import Ledger, LedgerEntry, Report
+from pytest_searcheval.types import Baseline, Ledger, LedgerEntry, Report
 
 KNOWN_PREFIX = "known failure recorded in the baseline: "
 
@@ -65,14 +65,15 @@ def judge_failure(
     return LedgerVerdict("known", KNOWN_PREFIX + str(recorded.get("summary", "")))
 
 
-def ledger_profile_differs(baseline: Mapping[str, Any] | None, gated: str) -> str | None:
+def ledger_profile_differs(baseline: Baseline | None, gated: str) -> str | None:
     """Why the baseline's ledger does not apply to a run gating ``gated``, or None.
 
     A test's expectations and invariants are judged on the gated profile, so the passes and
     known failures a baseline records are its gated profile's: another profile's failure is
     neither a regression nor a known failure of it (the gate's conventions rule fails such a
     run). A baseline that does not record its gated profile applies as before."""
-    measured = ((baseline or {}).get("run") or {}).get("gated_profile")
+    run = baseline.get("run") if baseline else None
+    measured = run.get("gated_profile") if run else None
     if measured is None or measured == gated:
         return None
     return (
@@ -81,9 +82,11 @@ def ledger_profile_differs(baseline: Mapping[str, Any] | None, gated: str) -> st
     )
 
 
-def ledger(baseline: Mapping[str, Any] | None, kind: str) -> dict[str, Mapping[str, Any]]:
+def ledger(baseline: Baseline | None, kind: str) -> dict[str, Mapping[str, Any]]:
     """``known_failures[kind]`` of a baseline (``queries`` or ``invariants``), or empty."""
-    entries = ((baseline or {}).get("known_failures") or {}).get(kind) or {}
+    recorded = baseline.get("known_failures") if baseline else None
+    found = recorded.get(kind) if recorded else None
+    entries: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     return {str(k): v for k, v in entries.items() if isinstance(v, Mapping)}
 
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_searcheval.types import Report
+
 HISTORY_VERSION = 1
 #: The run settings that must be equal for two history lines to compare.
 CONVENTIONS: tuple[str, ...] = (
@@ -58,19 +60,20 @@ def git_commit(cwd: Path) -> dict[str, Any] | None:
     return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
-def entry(report: Mapping[str, Any], *, git: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def entry(report: Report, *, git: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The history line of a finished report (its gate included)."""
     run = report["run"]
     profiles: dict[str, Any] = {}
     for name, e in report["profiles"].items():
         if not e.get("available"):
             continue
+        no_result = e.get("no_result")
         profiles[name] = {
             "measures": {m: cell.get("mean") for m, cell in (e.get("measures") or {}).items()},
             "evaluated": e.get("evaluated"),
-            "no_result_accuracy": (e.get("no_result") or {}).get("accuracy"),
+            "no_result_accuracy": no_result.get("accuracy") if no_result else None,
         }
-    gate = report.get("gate") or {}
+    gate = report.get("gate")
     return {
         "history_version": HISTORY_VERSION,
         "created": report.get("created"),
@@ -83,7 +86,7 @@ def entry(report: Mapping[str, Any], *, git: Mapping[str, Any] | None = None) ->
             "hashes": dict((report.get("collection") or {}).get("hashes") or {}),
         },
         "profiles": profiles,
-        "gate": gate.get("passed"),
+        "gate": gate.get("passed") if gate else None,
     }
 
 

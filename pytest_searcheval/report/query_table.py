@@ -17,6 +17,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_searcheval.types import QueryEntry, Report
+
 #: Results shown per profile in a row (the gated profile's inline, every profile's on demand).
 SHOWN_INLINE = 5
 SHOWN_DETAILS = 10
@@ -94,9 +96,9 @@ def _delta(now: Any, before: Any) -> tuple[str, str]:
     return f"{d:+.3f}", css
 
 
-def query_table(report: Mapping[str, Any]) -> str:
+def query_table(report: Report) -> str:
     """The section (heading, controls, table, data, script); empty when no query ran."""
-    queries: Mapping[str, Mapping[str, Any]] = report.get("queries") or {}
+    queries: Mapping[str, QueryEntry] = report.get("queries") or {}
     if not queries:
         return ""
     run = report["run"]
@@ -124,8 +126,8 @@ def query_table(report: Mapping[str, Any]) -> str:
             "b": {m: base[m] for m in measures if isinstance(base.get(m), int | float)},
         }
         status = outcome(q)
-        top = per.get(gated) or {}
-        grades = top.get("grades")
+        top = per.get(gated)
+        grades = top.get("grades") if top else None
         judged = judged_at(grades, k)
         unjudged = grades is not None and any(g is None for g in grades[:k])
         cells = [
@@ -135,9 +137,11 @@ def query_table(report: Mapping[str, Any]) -> str:
             f"<td class='{status}' title='{_e('; '.join(q.get('failures') or []))}'>{status}</td>",
         ]
         for p in profiles:
-            value = (per.get(p) or {}).get("measures", {}).get(shown)
+            answer = per.get(p)
+            value = (answer.get("measures") or {}).get(shown) if answer else None
             cells.append(f"<td class='num' data-p='{names[p]}'>{_num(value)}</td>")
-        text, css = _delta((top.get("measures") or {}).get(shown), base.get(shown))
+        now = (top.get("measures") or {}).get(shown) if top else None
+        text, css = _delta(now, base.get(shown))
         cells.append(f"<td class='num delta {css}'>{text}</td>")
         cells.append(f"<td class='num'>{_num(judged)}</td>")
         tops = {p: spans.top(per[p], SHOWN_DETAILS) for p in profiles if p in per}

@@ -22,6 +22,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_searcheval.types import QueryEntry
+
 
 def _value(entry: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
     if not isinstance(entry, Mapping):
@@ -36,9 +38,7 @@ def _value(entry: Mapping[str, Any] | None) -> tuple[float | None, float | None]
     return out[0], out[1]
 
 
-def curves(
-    queries: Mapping[str, Mapping[str, Any]], profiles: Sequence[str]
-) -> dict[str, dict[str, Any]]:
+def curves(queries: Mapping[str, QueryEntry], profiles: Sequence[str]) -> dict[str, dict[str, Any]]:
     """profile -> {threshold, n_unanswerable, n_answerable, at_threshold, points, missing}."""
     out: dict[str, dict[str, Any]] = {}
     for profile in profiles:
