@@ -240,6 +240,19 @@ class SessionHooks:
         i_all, i_sel = self.generated.get("invariant", 0), selected.get("invariant", 0)
         self.state.partial = q_sel < q_all or 0 < i_sel < i_all
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        # A case of a family whose first case skipped for it (the target cannot run them)
+        # stands for no check: it passes through setup and teardown unreported, and counts
+        # as deselected, so a read-only conftest target gives one skip per family.
+        from pytest_searcheval.plugin.compat import run_unreported
+        from pytest_searcheval.plugin.invariant import drops
+
+        if not drops(self.state, item) or not run_unreported(item, nextitem):
+            return None
+        item.ihook.pytest_deselected(items=[item])
+        return True
+
     def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
         if self.state.left_out is None:
             return []
@@ -312,6 +325,12 @@ class SessionHooks:
         terminalreporter.section("search evaluation")
         for line in self.lines:
             terminalreporter.write_line(line)
+        for family, (reason, _, left) in sorted(self.state.not_run.items()):
+            if not left:
+                continue
+            terminalreporter.write_line(
+                f"searcheval: {family}: 1 case skipped and {left} not run (deselected): {reason}"
+            )
 
 
 __all__ = ["STATE_KEY", "SearchEvalItem", "ranking_snapshot", "searcheval", "searcheval_target"]

@@ -4,7 +4,9 @@ The generated tests are built by the thousand, so two internals are worth their 
 one resolved fixture closure among the items of a kind (``Function``'s ``fixtureinfo``
 argument and ``_fixtureinfo`` attribute, cached on the collector), and the structured node id
 of pytest 9.2+ (``_pytest.nodeid``), without which ``--lf`` does not find a generated test
-again there. Both fall back to what public pytest does when an internal is missing, and
+again there. A third, ``_pytest.runner.runtestprotocol`` without logging, lets an invariant
+case that a family's one skip stands for pass through setup and teardown unreported. Each
+falls back to what public pytest does when an internal is missing, and
 tests/plugin/test_compat.py holds them to the floor pytest (8.4) and the newest.
 """
 
@@ -43,3 +45,16 @@ def parametrized_node_id(item: pytest.Item) -> None:
         return
     if hasattr(item, "_id"):
         item._id = coerce_node_id(item.nodeid)
+
+
+def run_unreported(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+    """Set ``item`` up, run and tear it down as pytest's protocol does (fixtures kept or
+    finished for ``nextitem``), reporting nothing: for a generated test that stands for no
+    check. Public pytest has no protocol without reports; without the internal, ``False``
+    (the item then runs and reports as any test)."""
+    try:
+        from _pytest.runner import runtestprotocol
+    except ImportError:  # pragma: no cover - present from pytest 2 to 9
+        return False
+    runtestprotocol(item, log=False, nextitem=nextitem)
+    return True

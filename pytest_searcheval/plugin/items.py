@@ -237,6 +237,10 @@ class SearchEvalFile(pytest.File):
                 state.phases.setdefault("latency_not_measured", 0.0)
 
 
+#: Why no invariant runs on run files.
+RUN_FILES = "run files are fixed rankings; the invariants need a live system"
+
+
 def _cannot_run(
     state: EvalState, collector: pytest.Collector
 ) -> tuple[Callable[[Any], bool], str] | None:
@@ -244,8 +248,9 @@ def _cannot_run(
 
     It is known when the plugin's own ``searcheval_target`` serves: the settings name the
     target (run files, an HTTP service, the reference engine). A ``searcheval_target`` of the
-    user's conftest is known only when it is built, at run time: every case is collected and a
-    case that needs more than the target offers skips with the reason.
+    user's conftest is known only when it is built, at run time: every case is collected, and
+    the first case of a family that needs more than the target offers skips with the reason
+    for the whole family; its other such cases are not run (plugin/invariant.py).
     """
     try:
         defs = collector.session._fixturemanager.getfixturedefs("searcheval_target", collector)
@@ -258,10 +263,7 @@ def _cannot_run(
     if kind == "auto":
         kind = "run" if cfg.run else "http" if cfg.url else "engine"
     if kind == "run":
-        return (
-            lambda case: False,
-            "run files are fixed rankings; the invariants need a live system",
-        )
+        return lambda case: False, RUN_FILES
     if kind in ("http", "bazaar"):
         return (
             lambda case: not case.mutates,

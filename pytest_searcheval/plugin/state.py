@@ -44,6 +44,10 @@ class EvalState(Evaluation):
     #: Invariant cases not collected because the target cannot run them: how many, their
     #: families and why.
     left_out: tuple[int, list[str], str] | None = None
+    #: Invariant families found at run time to hold cases the target cannot run (a conftest's
+    #: read-only target, run files): family -> (why, only its mutating cases?, cases left out).
+    #: The first such case skips with the reason; the others are not run.
+    not_run: dict[str, tuple[str, bool, int]] = field(default_factory=dict)
     rootpath: Path | None = None
     inipath: Path | None = None
     #: One marker object per kind of generated test, shared by its items (made once).

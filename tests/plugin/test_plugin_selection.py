@@ -158,3 +158,39 @@ def test_a_read_only_service_collects_no_mutating_invariant(pytester: pytest.Pyt
             "duplicate-resistance, known-item-stability): an HTTP service is read-only*"
         ]
     )
+
+
+def test_a_read_only_conftest_target_skips_once_per_mutating_family(
+    pytester: pytest.Pytester,
+) -> None:
+    from pytest_searcheval.collection import load
+    from pytest_searcheval.invariants import cases
+
+    # The conftest's CallableTarget is read-only, which is known only once it is built.
+    make_project(pytester, invariants=True)
+    listed = pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "--co", "-q")
+    # the mutating cases: the two mutating families and known-item stability's re-index case
+    mutating = [
+        line
+        for line in listed.stdout.lines
+        if "test_invariant[deletion-isolation-" in line
+        or "test_invariant[duplicate-resistance-" in line
+        or "test_invariant[known-item-stability-reindex]" in line
+    ]
+    families = ["deletion-isolation", "duplicate-resistance", "known-item-stability"]
+    assert len(mutating) > len(families), "some family holds several mutating cases"
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "-rA")
+    skips = [
+        line
+        for line in result.stdout.lines
+        if line.startswith("SKIPPED") and "MutableTarget" in line
+    ]
+    assert sorted(line.split(": ")[1] for line in skips) == families, skips
+    outcomes = result.parseoutcomes()
+    assert outcomes["deselected"] == len(mutating) - len(families), outcomes
+    result.stdout.fnmatch_lines(
+        ["searcheval: deletion-isolation: 1 case skipped and 2 not run (deselected): *"]
+    )
+    # Every other case ran, the non-mutating ones of a family with a mutating case too.
+    ran = [c.id for c in cases(load(pytester.path)) if c.invariant == "known-item-stability"]
+    assert any(f"PASSED collection.yaml::test_invariant[{c}]" in result.stdout.str() for c in ran)
