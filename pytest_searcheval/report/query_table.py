@@ -21,6 +21,9 @@ from pytest_searcheval.types import QueryEntry, Report
 
 #: Results shown per profile in a row (the gated profile's inline, every profile's on demand).
 SHOWN_INLINE = 5
+#: Rows of the table at most (about 2 KB each): the failing queries first, then the lowest
+#: on the shown measure; report.json holds every query.
+QUERY_ROWS = 1000
 SHOWN_DETAILS = 10
 JUDGED_DEFAULT_K = 10
 
@@ -96,10 +99,31 @@ def _delta(now: Any, before: Any) -> tuple[str, str]:
     return f"{d:+.3f}", css
 
 
-def query_table(report: Report) -> str:
-    """The section (heading, controls, table, data, script); empty when no query ran."""
-    queries: Mapping[str, QueryEntry] = report.get("queries") or {}
-    if not queries:
+def rows_shown(
+    queries: Mapping[str, QueryEntry], gated: str, measure: str, limit: int
+) -> list[str]:
+    """The ids of the rows a table of at most ``limit`` rows shows, in the report's order:
+    every query when they fit; else the failing ones (known failures included), then the
+    lowest on ``measure`` for the gated profile, then those where it is undefined."""
+    if len(queries) <= limit:
+        return list(queries)
+
+    def worst_first(qid: str) -> tuple[int, int, float, str]:
+        q = queries[qid]
+        profile = q["profiles"].get(gated)
+        value = (profile["measures"] if profile is not None else {}).get(measure)
+        failed = 0 if outcome(q) != "passed" else 1
+        return (failed, value is None, 0.0 if value is None else float(value), qid)
+
+    keep = set(sorted(queries, key=worst_first)[:limit])
+    return [qid for qid in queries if qid in keep]
+
+
+def query_table(report: Report, limit: int = QUERY_ROWS) -> str:
+    """The section (heading, controls, table, data, script); empty when no query ran. More
+    than ``limit`` queries: the table holds :func:`rows_shown`, and says so."""
+    every: Mapping[str, QueryEntry] = report.get("queries") or {}
+    if not every:
         return ""
     run = report["run"]
     measures = [str(m) for m in run["measures"]]
@@ -107,6 +131,16 @@ def query_table(report: Report) -> str:
     if shown not in measures:
         shown = measures[0]
     gated = str(run["gated_profile"])
+    queries = {qid: every[qid] for qid in rows_shown(every, gated, shown, limit)}
+    bounded = ""
+    if len(queries) < len(every):
+        json_name = "report.json" if run.get("complete", True) else "report-partial.json"
+        bounded = (
+            f"<p class='note'>This table holds {len(queries):,} of the {len(every):,} queries: "
+            f"the failing ones first, then the lowest by {_e(shown)} on {_e(gated)}; sorting "
+            f"and filters work on these rows. Every query, with its measures and top results, "
+            f"is in <a href='{json_name}'>{json_name}</a> beside this page.</p>"
+        )
     profiles = [p for p, e in report["profiles"].items() if e.get("available")]
     k = judged_k(measures)
     graded = any(
@@ -181,7 +215,7 @@ def query_table(report: Report) -> str:
     )
     blob = json.dumps(data, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
     return (
-        f"<h2 id='per-query'>Queries ({len(queries)})</h2>"
+        f"<h2 id='per-query'>Queries ({len(every)})</h2>{bounded}"
         f"<p>Profile columns show the selected measure per query; empty where it is undefined "
         f"(no judged document at the relevance level). Change vs baseline: the gated profile "
         f"now minus the baseline's value. Judged@{k}: judged documents in the gated profile's "

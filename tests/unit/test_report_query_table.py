@@ -267,3 +267,24 @@ def test_the_script_sorts_filters_and_switches_measure(tmp_path: Path) -> None:
     assert out["failed"]["count"] == "1 of 3 queries shown"
     assert out["unjudged"]["shown"] == ["q1", "q3"]
     assert out["found"]["shown"] == ["q2"]
+
+
+def test_a_long_table_keeps_the_failing_then_the_worst_queries_and_says_so() -> None:
+    report = _report()
+    report["run"]["complete"] = True
+    queries = report["queries"]
+    for i, value in enumerate([0.95, 0.1, 0.3, None]):  # four more passing queries
+        queries[f"q{4 + i}"] = json.loads(json.dumps(queries["q1"]))
+        queries[f"q{4 + i}"]["profiles"]["hybrid"]["measures"]["nDCG@10"] = value
+    full = _parse(query_table(report))
+    assert len(full.rows) == 7 and "href=" not in query_table(report)
+    page = query_table(report, limit=4)
+    table = _parse(page)
+    # failing q2 and known q3 first, then the lowest nDCG@10 of the gated profile (q5, q6);
+    # q4 (0.95), q1 (0.9) and q7 (undefined) are left to report.json; report order kept
+    assert [r["attrs"]["data-q"] for r in table.rows] == ["q2", "q3", "q5", "q6"]
+    assert set(json.loads(table.data)) == {"q2", "q3", "q5", "q6"}
+    assert "Queries (7)" in page
+    assert "holds 4 of the 7 queries" in page and "<a href='report.json'>" in page
+    report["run"]["complete"] = False
+    assert "<a href='report-partial.json'>" in query_table(report, limit=4)
