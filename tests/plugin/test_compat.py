@@ -39,3 +39,22 @@ def test_a_second_run_in_the_same_process_starts_afresh(pytester: pytest.Pyteste
         result.assertoutcome(passed=4)
     # the invariants' process context was never used by the plugin's runs
     assert current_context().caches == {} and current_context().gated is None
+
+
+def test_a_case_a_family_skip_stands_for_is_torn_down_for_the_next_test(
+    pytester: pytest.Pytester,
+) -> None:
+    # The last generated test is one the family's skip stands for (run unreported); the next
+    # test, in another file, is set up on a torn-down stack as after any test.
+    make_project(pytester, invariants=True)
+    pytester.makepyfile(test_after="def test_plain():\n    assert True\n")
+    result = pytester.runpytest(
+        "--search-eval", "-p", "no:cacheprovider", "-k", "deletion-isolation or test_plain", "-v"
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped") == 1 and outcomes.get("passed") == 1, outcomes
+    assert "error" not in outcomes, outcomes
+    out = result.stdout.str()
+    assert "test_invariant[deletion-isolation-q1] SKIPPED" in out
+    assert "deletion-isolation-q4" not in out  # collected last in its file, run unreported
+    result.stdout.fnmatch_lines(["*test_after.py::test_plain PASSED*"])
