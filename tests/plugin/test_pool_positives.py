@@ -139,3 +139,29 @@ def test_a_native_collection_keeps_the_scale_of_its_manifest(tmp_path: Path) -> 
     assert load(tmp_path, grades=[0, 1, 2]).grades == [0, 1, 2]
     with pytest.raises(CollectionError, match=r"collection.yaml \[grades\]: the declared grade"):
         load(tmp_path, grades=parse_grades("0,1"))
+
+
+def test_trec_files_take_the_declared_scale_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _beir(tmp_path)
+    (tmp_path / "qrels.txt").write_text("1 0 d1 1\n2 0 d2 1\n")
+    (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in QUERIES.items()))
+    args = [
+        "pool",
+        "--run",
+        str(tmp_path / "bm25.run"),
+        "--trec-qrels",
+        str(tmp_path / "qrels.txt"),
+    ]
+    args += ["--trec-topics", str(tmp_path / "topics.tsv"), "--trec-corpus"]
+    args += [str(tmp_path / "corpus.jsonl"), "--judges", "a", "--out", str(tmp_path / "judging")]
+    assert main(args) == 2
+    assert "searcheval pool --grades 0,1" in capsys.readouterr().err
+    assert main([*args, "--grades", "0,1"]) == 0
+    key = json.loads((tmp_path / "judging" / "keys" / "a.json").read_text())
+    assert key["grades"] == [0, 1] and len(key["pairs"]) == 4
+    with pytest.raises(SystemExit) as info:  # argparse's usage error
+        main([*args, "--grades", "0-1,x"])
+    assert info.value.code == 2
+    assert "argument --grades: expected a grade scale" in capsys.readouterr().err
