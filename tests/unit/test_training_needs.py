@@ -43,7 +43,7 @@ def test_the_plan_gives_every_category_to_two_writers_or_more() -> None:
     assert len(plan) >= 20
 
 
-def _good_file(writer: dict, view: dict[str, dict]) -> list[dict]:
+def _good_file(writer: dict, view: dict[str, dict], name: str = "t01") -> list[dict]:
     mine = [v for v in view.values() if v["category"] in writer["categories"]]
     caps = sorted({v["capability"] for v in mine})
     out: list[dict] = []
@@ -54,9 +54,9 @@ def _good_file(writer: dict, view: dict[str, dict]) -> list[dict]:
             filters = {"type": listing["type"]} if kind == "constrained" else {}
             out.append(
                 {
-                    "id": f"t01-{needs.PREFIX[kind]}{i + 1:03d}",
+                    "id": f"{name}-{needs.PREFIX[kind]}{i + 1:03d}",
                     "kind": kind,
-                    "text": f"need {kind} {i} about {cap}",
+                    "text": f"{name} needs {kind} {i} about {cap}",
                     "capability": cap,
                     "target": None if kind == "unanswerable" else listing["id"],
                     "filters": filters,
@@ -96,3 +96,32 @@ def test_a_file_as_the_brief_asks_passes_and_each_defect_is_named(
 
 def test_the_delivered_files_pass() -> None:
     assert needs.check(ROOT) == 0
+
+
+def test_a_text_twice_in_one_file_is_refused_across_writers_listed(
+    tmp_path: Path, view: dict[str, dict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = needs.plan(ROOT)
+    (tmp_path / "training/writers").mkdir(parents=True)
+    (tmp_path / "construction").mkdir()
+    (tmp_path / "corpus").mkdir()
+    for name in ("training/writers/writers.yaml", "construction/taxonomy.yaml"):
+        (tmp_path / name).write_text((ROOT / name).read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "corpus/catalog.jsonl").write_text(
+        (ROOT / "corpus/catalog.jsonl").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    first = _good_file(plan["t01"], view)
+    second = _good_file(plan["t08"], view, "t08")
+    second[0]["text"] = first[0]["text"]
+    for name, entries in (("t01", first), ("t08", second)):
+        text = yaml.safe_dump(entries)
+        (tmp_path / f"training/writers/{name}.yaml").write_text(text, encoding="utf-8")
+    assert needs.check(tmp_path) == 0
+    assert (
+        "1 written by two writers alike (kept once): t08-p001 = t01-p001" in capsys.readouterr().out
+    )
+
+    first[1]["text"] = first[0]["text"]
+    (tmp_path / "training/writers/t01.yaml").write_text(yaml.safe_dump(first), encoding="utf-8")
+    assert needs.check(tmp_path) == 1
+    assert "t01-p002 repeats the text of t01-p001" in capsys.readouterr().err
