@@ -476,6 +476,9 @@ class RankedRun:
     ascii: bool = True
     #: SHA-256 of the file's bytes, so a report names the exact run it measured.
     sha256: str = ""
+    #: Ids of up to 8 bytes as one integer each (:func:`_doc_words`), when the ranking made
+    #: them already; else made on first use.
+    keys: np.ndarray[Any, Any] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def ids(self, qid: str) -> list[str]:
         return list(self.ranking(qid))
@@ -492,9 +495,11 @@ class RankedRun:
     def _keys(self) -> np.ndarray[Any, Any] | None:
         """Ids of up to 8 bytes as one integer each (equal ids, equal integers): finding 12
         judged documents among 1,000 compares integers, not byte strings."""
+        if self.keys is not None:
+            return self.keys
         if self.docs.dtype.itemsize > 8:
             return None
-        return self.docs.astype("S8").view("<u8")
+        return _doc_words(self.docs)[:, 0]
 
     def __len__(self) -> int:
         return len(self.docs)
@@ -559,7 +564,7 @@ class RankedIds(Sequence[str]):
             return out
         keys = np.array([wanted[i] for i in fits], dtype=self._docs.dtype)
         if self._keys is not None:
-            rank, col = np.nonzero(self._keys[:, None] == keys.astype("S8").view("<u8")[None, :])
+            rank, col = np.nonzero(self._keys[:, None] == _doc_words(keys)[None, :, 0])
         else:
             rank, col = np.nonzero(self._docs[:, None] == keys[None, :])
         out[np.asarray(fits, dtype=np.int64)[col]] = rank
@@ -716,17 +721,16 @@ def _columns_simple(
         return None
     bounds = [(starts, sp[:, 0]), (sp[:, 1] + 1, sp[:, 2]), (sp[:, 2] + 1, sp[:, 3])]
     bounds.append((sp[:, 3] + 1, sp[:, 4]))
-    widest = max(int((stop - begin).max()) for begin, stop in bounds)
-    padded = np.concatenate((raw, np.zeros(widest, dtype=np.uint8)))
-    qids, docs, rank, score = (_field(padded, begin, stop) for begin, stop in bounds)
-    if not bool(((rank == 0) | ((rank >= 48) & (rank <= 57))).all()):
-        return None
+    qids, docs, rank, score = (_field(raw, begin, stop) for begin, stop in bounds)
+    for col in rank:
+        if not bool(((col == 0) | ((col >= 48) & (col <= 57))).all()):
+            return None
     mantissa = np.zeros(n, dtype=np.int64)
     fraction = np.zeros(n, dtype=np.int64)
     digits = np.zeros(n, dtype=np.int64)
     seen_dot = np.zeros(n, dtype=bool)
-    negative = score[:, 0] == 45
-    for j, col in enumerate(score.T):
+    negative = score[0] == 45
+    for j, col in enumerate(score):
         digit = (col >= 48) & (col <= 57)
         dot = col == 46
         allowed = digit | dot | (negative if j == 0 else col == 0)
@@ -740,21 +744,30 @@ def _columns_simple(
         return None
     values = mantissa.astype(np.float64) / (10.0**fraction)
     values[negative] *= -1.0
-    return qids.view(f"S{qids.shape[1]}")[:, 0], docs.view(f"S{docs.shape[1]}")[:, 0], values
+    return _fixed(qids), _fixed(docs), values
 
 
 def _field(
-    padded: np.ndarray[Any, Any], begin: np.ndarray[Any, Any], stop: np.ndarray[Any, Any]
+    raw: np.ndarray[Any, Any], begin: np.ndarray[Any, Any], stop: np.ndarray[Any, Any]
 ) -> np.ndarray[Any, Any]:
-    """Row i: line i's field as bytes, NUL past its end (``uint8``, as wide as the widest),
-    gathered a column at a time (byte j of every line's field at once)."""
+    """Row j: byte j of every line's field, NUL past its end (``uint8``, shape (widest, n)):
+    one gather per byte position, not per byte."""
     import numpy as np
 
     length = stop - begin
-    out = np.zeros((len(begin), int(length.max())), dtype=np.uint8)
-    for j in range(out.shape[1]):
-        out[:, j] = np.where(length > j, padded[begin + j], 0)
+    out = np.empty((int(length.max()), len(begin)), dtype=np.uint8)
+    last = len(raw) - 1
+    for j, row in enumerate(out):
+        np.take(raw, np.minimum(begin + j, last), out=row)
+        row[length <= j] = 0
     return out
+
+
+def _fixed(columns: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The fixed-width bytes array of a field's columns (:func:`_field`)."""
+    import numpy as np
+
+    return np.ascontiguousarray(columns.T).view(f"S{len(columns)}")[:, 0]
 
 
 def _rank(
@@ -778,11 +791,15 @@ def _rank(
         change = np.flatnonzero(qids[1:] != qids[:-1]) + 1
         bounds = np.concatenate(([0], change, [n])).astype(np.int64)
     sizes = np.diff(bounds)
+    keys = None
     if sizes.size and sizes.size * int(sizes.max()) <= 2 * n + 4096:
         ranked = _grid_order(docs, scores, bounds, sizes)
         if ranked is None:
             return None
-        docs, scores = docs[ranked], scores[ranked]
+        order, words = ranked
+        docs, scores = docs[order], scores[order]
+        if words.shape[1] == 1:
+            keys = words[order, 0]
     else:  # query sizes too uneven for one grid: query by query
         for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             group = docs[start:stop]
@@ -798,7 +815,17 @@ def _rank(
     spans = dict(
         zip(names, zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True), strict=True)
     )
-    return RankedRun(spans, docs, scores, ascii)
+    return RankedRun(spans, docs, scores, ascii, keys=keys)
+
+
+def _doc_words(docs: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Each docid as big-endian 8-byte words of its NUL-padded bytes, shape (n, words): the
+    words compare as the bytes do (strcmp's order), and equal ids have equal words."""
+    import numpy as np
+
+    width = -(-docs.dtype.itemsize // 8) * 8
+    as_wide = docs if docs.dtype.itemsize == width else docs.astype(f"S{width}")
+    return np.ascontiguousarray(as_wide).view(">u8").reshape(len(docs), -1)
 
 
 def _grid_order(
@@ -806,42 +833,55 @@ def _grid_order(
     scores: np.ndarray[Any, Any],
     bounds: np.ndarray[Any, Any],
     sizes: np.ndarray[Any, Any],
-) -> np.ndarray[Any, Any] | None:
-    """The permutation that puts every query in trec_eval's order at once, or ``None`` when a
-    query lists a document twice. Queries are the rows of a grid padded to the longest one,
-    sorted along the rows (a row fits in cache, a sort of the whole run does not): by the
-    score as a C float descending, then the docid descending, the docid compared as
-    big-endian 8-byte words of its NUL-padded bytes (strcmp's order). The docid order of a
-    row also finds a document listed twice (equal neighbours)."""
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
+    """The permutation that puts every query in trec_eval's order at once, with the docids'
+    words (:func:`_doc_words`, in file order), or ``None`` when a query lists a document
+    twice. Queries are the rows of a grid (a reshape when they are all as long, else padded
+    to the longest), sorted along the rows (a row fits in cache, a sort of the whole run does
+    not): by the score as a C float descending, then the docid descending. The docid order of
+    a row also finds a document listed twice (equal neighbours)."""
     import numpy as np
 
     n = len(docs)
-    width = -(-docs.dtype.itemsize // 8) * 8
-    words = np.ascontiguousarray(docs.astype(f"S{width}")).view(">u8").reshape(n, -1)
-    longest = int(sizes.max())
-    column = np.arange(longest)
-    real = column < sizes[:, None]
-    at = np.where(real, bounds[:-1, None] + column, n)  # n: the padding's slot
-    # a padding slot: docid 0 (no id is empty) and the lowest score, so it sorts last
-    padded = [np.append(words[:, k], np.uint64(0))[at] for k in range(words.shape[1])]
+    words = _doc_words(docs)
     single = scores.astype(np.float32) + np.float32(0.0)  # -0.0 ties with 0.0, as in C
     bits = single.view(np.uint32)
-    ascending = np.where(bits >> np.uint32(31), ~bits, bits | np.uint32(0x80000000))
-    score_key = np.append(~ascending, np.uint32(0xFFFFFFFF))[at]
-    by_doc = np.argsort(padded[0], axis=1) if len(padded) == 1 else np.lexsort(padded[::-1], axis=1)
-    sorted_words = [np.take_along_axis(w, by_doc, axis=1) for w in padded]
-    # two equal neighbours in docid order, neither of them padding: a document listed twice
-    same = np.take_along_axis(real, by_doc, axis=1)
-    same = same[:, 1:] & same[:, :-1]
-    for w in sorted_words:
+    # the float's order as an unsigned integer's, then reversed: a smaller key, a higher score
+    score_key = ~np.where(bits >> np.uint32(31), ~bits, bits | np.uint32(0x80000000))
+    rows, longest = len(sizes), int(sizes.max())
+    regular = bool((sizes == longest).all())
+    at: np.ndarray[Any, Any] | None = None
+    if regular:
+        grid = [words[:, k].reshape(rows, longest) for k in range(words.shape[1])]
+        grid_score = score_key.reshape(rows, longest)
+    else:
+        column = np.arange(longest)
+        real = column < sizes[:, None]
+        at = np.where(real, bounds[:-1, None] + column, n)  # n: the padding's slot
+        # a padding slot: docid 0 (no id starts with NUL) and the lowest score: sorts last
+        grid = [np.append(words[:, k], np.uint64(0))[at] for k in range(words.shape[1])]
+        grid_score = np.append(score_key, np.uint32(0xFFFFFFFF))[at]
+    if len(grid) == 1:
+        by_doc = np.argsort(grid[0], axis=1)
+        ordered = [np.sort(grid[0], axis=1)]
+    else:
+        by_doc = np.lexsort(grid[::-1], axis=1)
+        ordered = [np.take_along_axis(w, by_doc, axis=1) for w in grid]
+    # two equal neighbours in docid order, not padding: a document listed twice
+    same = ordered[0][:, 1:] != 0
+    for w in ordered:
         same &= w[:, 1:] == w[:, :-1]
     if bool(same.any()):
         return None
     # one key per slot: the score, then the docid's place in the row's docid order (distinct)
-    place = np.empty_like(by_doc)
-    np.put_along_axis(place, by_doc, np.broadcast_to(column, by_doc.shape), axis=1)
-    key = (score_key.astype(np.uint64) << np.uint64(32)) | (longest - 1 - place).astype(np.uint64)
-    return np.take_along_axis(at, np.argsort(key, axis=1), axis=1)[real]
+    place = np.argsort(by_doc, axis=1)
+    key = grid_score.astype(np.uint64) << np.uint64(32)
+    key |= (longest - 1 - place).astype(np.uint64)
+    rank = np.argsort(key, axis=1)
+    if at is None:
+        rank += bounds[:-1, None]
+        return rank.ravel(), words
+    return np.take_along_axis(at, rank, axis=1)[real], words
 
 
 def _ranked_from_mapping(run: Mapping[str, Mapping[str, float]]) -> RankedRun:

@@ -160,6 +160,8 @@ def _as_lines_read(path: Path) -> dict[str, list[tuple[str, float]]]:
         # ids longer than 8 bytes (two words), prefixes of each other, one of 130 bytes
         ["1 Q0 doc-000000001 1 1 t", "1 Q0 doc-00000000 2 1 t", "1 Q0 doc 3 1 t",
          "1 Q0 doc-000000001x 4 1 t", "2 Q0 " + "z" * 130 + " 1 1 t"],
+        # queries all as long (one grid, no padding), ties in score, a duplicate in none
+        [f"{q} Q0 d{(k * 7 + q) % 10} {k} {k % 3} t" for q in range(4) for k in range(10)],
         # one long query beside short ones: ranked query by query
         [f"1 Q0 d{k} {k} {k % 3} t" for k in range(3000)] + ["2 Q0 a 1 1 t", "3 Q0 b 1 2 t"],
         # tabs, a blank line, a CR: read by tokens
@@ -205,4 +207,18 @@ def test_a_document_listed_twice_with_different_scores_is_found(tmp_path: Path) 
     problems = Problems()
     read_trec_run_ranked(path, "f.run", problems)
     with pytest.raises(CollectionError, match=r"f\.run:4 \[docid\]: document 'a' appears twice"):
+        problems.raise_if_any()
+
+
+@pytest.mark.parametrize("sizes", [(3, 3, 2), (3, 1, 2)])  # a square grid and a padded one
+def test_a_document_listed_twice_is_found_in_a_grid_of_either_shape(
+    tmp_path: Path, sizes: tuple[int, ...]
+) -> None:
+    lines = [f"{q} Q0 d{k} {k} {k} t" for q, size in enumerate(sizes) for k in range(size)]
+    lines.append("2 Q0 d0 9 0.5 t")  # the last query lists d0 a second time
+    path = tmp_path / "f.run"
+    path.write_text("\n".join(lines) + "\n")
+    problems = Problems()
+    read_trec_run_ranked(path, "f.run", problems)
+    with pytest.raises(CollectionError, match=r"document 'd0' appears twice for query '2'"):
         problems.raise_if_any()
