@@ -76,6 +76,19 @@ def _parser() -> argparse.ArgumentParser:
         help=f"admin bearer token (default: ${TOKEN_ENV}, else a random one printed at start)",
     )
     serve.add_argument("--no-admin", action="store_true", help="disable the admin routes")
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="open connections at most; past it the oldest idle one is closed (default: the"
+        " descriptor limit less a reserve)",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a connection has to send a complete request head (default: 10)",
+    )
 
     run = sub.add_parser("run", help="write a TREC run file for the collection's queries")
     common(run)
@@ -186,7 +199,7 @@ def serve(args: argparse.Namespace, stop: _Stop | None = None) -> int:
     import uvicorn
 
     from pytest_searcheval.engine.app import create_app
-    from pytest_searcheval.engine.connections import uvicorn_options
+    from pytest_searcheval.engine.connections import ConnectionLimits, uvicorn_options
     from pytest_searcheval.engine.service import warm
 
     _Server = _server_class()
@@ -194,6 +207,15 @@ def serve(args: argparse.Namespace, stop: _Stop | None = None) -> int:
     if not 0 <= args.port <= 65535:
         _say(f"error: --port: expected 0..65535, got {args.port}")
         return 2
+    if args.max_connections is not None and args.max_connections < 1:
+        _say(f"error: --max-connections: expected a positive integer, got {args.max_connections}")
+        return 2
+    if not 0 < args.header_timeout <= 3600:
+        _say(f"error: --header-timeout: expected seconds in (0, 3600], got {args.header_timeout}")
+        return 2
+    limits = ConnectionLimits(
+        max_connections=args.max_connections, header_timeout=args.header_timeout
+    )
     collection = _load(args.collection)
     token: str | None = None
     if not args.no_admin:
@@ -235,7 +257,7 @@ def serve(args: argparse.Namespace, stop: _Stop | None = None) -> int:
                 log_level="info",
                 lifespan="off",
                 timeout_graceful_shutdown=10,
-                **uvicorn_options(),
+                **uvicorn_options(limits),
             )
         )
         if stop is not None:
@@ -256,11 +278,12 @@ def serve(args: argparse.Namespace, stop: _Stop | None = None) -> int:
 
 
 def _server_class() -> type:
-    import uvicorn
+    from pytest_searcheval.engine.connections import Server as ServiceServer
 
-    class Server(uvicorn.Server):
-        """uvicorn's server without its own signal handling: uvicorn re-raises a captured SIGTERM
-        after shutdown, which would end the process before our cleanup; main() handles them."""
+    class Server(ServiceServer):
+        """uvicorn's server (with the service's log limits) without its own signal handling:
+        uvicorn re-raises a captured SIGTERM after shutdown, which would end the process before
+        our cleanup; main() handles them."""
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:

@@ -13,9 +13,12 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_searcheval.engine.app import SearchEngine, create_app
+
+if TYPE_CHECKING:
+    from pytest_searcheval.engine.connections import ConnectionLimits
 
 __all__ = ["RunningService", "ServiceError", "serve_in_thread", "warm"]
 
@@ -66,15 +69,17 @@ def serve_in_thread(
     *,
     admin: bool = True,
     startup_timeout: float = 15.0,
+    limits: ConnectionLimits | None = None,
 ) -> RunningService:
     """Start the HTTP service for ``engine`` in a daemon thread and return once it accepts.
 
     ``token=None`` with ``admin=True`` makes a random admin token (``RunningService.token``);
-    ``admin=False`` disables the admin routes.
+    ``admin=False`` disables the admin routes. ``limits``: the connection cap, header timeout
+    and log interval (default: ``ConnectionLimits()``, as ``serve`` has them).
     """
     import uvicorn
 
-    from pytest_searcheval.engine.connections import uvicorn_options
+    from pytest_searcheval.engine.connections import Server, uvicorn_options
 
     admin_token = (token or secrets.token_urlsafe(32)) if admin else None
     app = create_app(engine, admin_token=admin_token)
@@ -97,9 +102,9 @@ def serve_in_thread(
         access_log=False,
         lifespan="off",
         timeout_graceful_shutdown=5,
-        **uvicorn_options(),
+        **uvicorn_options(limits),
     )
-    server = uvicorn.Server(config)
+    server = Server(config)
     # uvicorn installs signal handlers only on the main thread; this one is not.
     failure: list[BaseException] = []
 
