@@ -14,6 +14,10 @@ writes there instead and keeps it):
 * ``beir``: a BEIR-shaped collection of ``--beir-docs`` (1 M) short documents and 1,000 queries,
   evaluated through a callable target (a conftest fixture) that answers 100 ids per query.
 
+Every child runs with bytecode cached (as an installed package has it; one untimed
+``--collect-only`` run warms pytest's rewritten modules) and, unless ``--autoload``, with
+pytest's plugin autoload off and the plugin loaded by ``-p pytest_searcheval.plugin``, so
+the plugins other packages of the environment install are not timed.
 Each tool runs in its own child process; its wall time (spawn to exit) and peak RSS
 (``ru_maxrss`` of that child from ``os.wait4``) are printed, with the ratio to pytrec_eval's.
 The plugin is ``pytest --search-eval --search-eval-qrels=... --search-eval-topics=...
@@ -235,9 +239,23 @@ def measure(
     return wall, usage.ru_maxrss / 1024.0, tail if proc.returncode not in (0, 1) else ""
 
 
+def child_env(autoload: bool) -> dict[str, str]:
+    """The children's environment: this tree first on the path, bytecode cached as an
+    installed package has it (PYTHONDONTWRITEBYTECODE dropped), and, unless ``autoload``,
+    pytest without the plugins other packages of this environment register (hypothesis,
+    pytest-benchmark, ...: about 2 s of imports at every start that no user of this plugin
+    needs); the plugin then loads with ``-p``."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if not autoload:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return env
+
+
 def plugin_cmd(root: Path, runs: Sequence[str], extra: Sequence[str]) -> list[str]:
     return [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--search-eval",
+        sys.executable, "-m", "pytest", "-q", "-p", "pytest_searcheval.plugin",
+        "-p", "no:cacheprovider", "--search-eval",
         f"--search-eval-qrels={root / 'qrels.txt'}", f"--search-eval-topics={root / 'topics.tsv'}",
         "--search-eval-run=" + ",".join(str(root / f"{r}.run") for r in runs),
         f"--search-eval-gated-profile={runs[-1]}", "--search-eval-trec-compat",
@@ -271,14 +289,20 @@ def compare(report: dict[str, Any], peer: dict[str, Any], root: Path, runs: Sequ
 
 
 def run_shape(
-    label: str, root: Path, runs: Sequence[str], rounds: int, extra: Sequence[str]
+    label: str,
+    root: Path,
+    runs: Sequence[str],
+    rounds: int,
+    extra: Sequence[str],
+    env: dict[str, str],
 ) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     tools = peers()
     times: dict[str, list[float]] = {"plugin": [], **{t: [] for t in tools}}
     rss: dict[str, list[float]] = {k: [] for k in times}
     run_paths = [str(root / f"{r}.run") for r in runs]
     peer_out = root / "pytrec.json"
+    # Warm the bytecode caches (pytest's rewritten modules included), untimed.
+    measure([*plugin_cmd(root, runs, extra), "--collect-only"], root, env)
     for _ in range(rounds):
         for tool in times:
             if tool == "plugin":
@@ -299,10 +323,10 @@ def run_shape(
     return {"times": times, "rss": rss, "sizes": sizes, "max_diff": diff}
 
 
-def run_beir(root: Path, rounds: int) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def run_beir(root: Path, rounds: int, env: dict[str, str]) -> dict[str, Any]:
     cmd = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--search-eval",
+        sys.executable, "-m", "pytest", "-q", "-p", "pytest_searcheval.plugin",
+        "-p", "no:cacheprovider", "--search-eval",
         f"--search-eval-collection={root / 'beir'}", "--search-eval-target=auto",
         f"--search-eval-report-dir={root / 'beir-report'}", "--search-eval-history=off",
         "--search-eval-split=test",
@@ -370,13 +394,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--keep", type=Path, help="write the data here and keep it")
+    ap.add_argument(
+        "--autoload",
+        action="store_true",
+        help="let pytest load every plugin installed in this environment (default: this one)",
+    )
     ap.add_argument("plugin_args", nargs="*", help="extra pytest arguments for the plugin runs")
     args = ap.parse_args(argv)
     shapes = args.only or ["trec", "msmarco", "beir"]
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-scale-"))
     root.mkdir(parents=True, exist_ok=True)
     print(f"bench_scale {dt.date.today().isoformat()} {dt.datetime.now(dt.UTC):%H:%M} UTC, "
-          f"{os.cpu_count()} cpus, {load()}, seed {args.seed}, data in {root}")  # fmt: skip
+          f"{os.cpu_count()} cpus, {load()}, seed {args.seed}, data in {root}, "
+          f"pytest plugins: {'all installed' if args.autoload else 'pytest-searcheval only'}, "
+          "bytecode cached")  # fmt: skip
+    env = child_env(args.autoload)
     out: list[str] = []
     failed = False
     try:
@@ -386,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
                 info = write_beir(root, docs=args.beir_docs, queries=args.beir_queries,
                                   seed=args.seed)  # fmt: skip
                 print(f"  generated beir in {time.perf_counter() - t0:.0f} s", flush=True)
-                res = run_beir(root, args.rounds)
+                res = run_beir(root, args.rounds, env)
                 out += [
                     f"beir: {info['docs']:,} documents ({info['bytes'] / 1e6:.0f} MB corpus.jsonl)"
                     f", {info['queries']:,} queries, callable target, 100 results per query",
@@ -405,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
                                   runs=("dev",), seed=args.seed, pool=8_841_823,
                                   grades=(1,))  # fmt: skip
             print(f"  generated {shape} in {time.perf_counter() - t0:.0f} s", flush=True)
-            res = run_shape(shape, sub, info["runs"], args.rounds, args.plugin_args)
+            res = run_shape(shape, sub, info["runs"], args.rounds, args.plugin_args, env)
             failed |= res["max_diff"] > 1e-9
             out += table(shape, info, res)
             shutil.rmtree(sub)  # the next shape's disk space
