@@ -504,6 +504,53 @@ class RankedRun:
     def __len__(self) -> int:
         return len(self.docs)
 
+    def locate(
+        self, wanted: Mapping[str, Sequence[str]]
+    ) -> dict[str, np.ndarray[Any, np.dtype[np.int64]]]:
+        """:meth:`RankedIds.positions` of many queries at once: for each query, the 0-based
+        rank of each of its documents, -1 where absent. When every query holds as many ids
+        (of up to 8 bytes) the rankings are one grid and all queries are compared at once."""
+        import numpy as np
+
+        keys = self._keys
+        spans = list(self.spans.values())
+        depth = len(self.docs) // len(spans) if spans else 0
+        regular = keys is not None and depth > 0
+        regular = regular and all(
+            a == i * depth and b == a + depth for i, (a, b) in enumerate(spans)
+        )
+        if not regular or not wanted:
+            return {q: self.ranking(q).positions(docs) for q, docs in wanted.items()}
+        assert keys is not None
+        width = self.docs.dtype.itemsize
+        queries = list(wanted)
+        counts = np.fromiter((len(wanted[q]) for q in queries), dtype=np.int64, count=len(queries))
+        offsets = np.concatenate(([0], np.cumsum(counts)))
+        # an id that cannot be held (too long, ending in NUL) becomes b"": key 0, which no
+        # held id has (no id is empty)
+        flat = [
+            d if len(d) <= width and not d.endswith(b"\0") else b""
+            for q in queries
+            for d in (x.encode("utf-8") for x in wanted[q])
+        ]
+        found = np.full(len(flat), -1, dtype=np.int64)
+        if flat:
+            grid = keys.reshape(-1, depth)
+            want = np.zeros((len(queries), int(counts.max())), dtype=np.uint64)
+            rows_of = np.repeat(np.arange(len(queries)), counts)
+            cols_of = np.arange(len(flat)) - offsets[rows_of]
+            want[rows_of, cols_of] = _doc_words(np.array(flat, dtype=self.docs.dtype))[:, 0]
+            held = np.array([self.spans.get(q, (-1, -1))[0] for q in queries], dtype=np.int64)
+            row = np.where(held >= 0, held // depth, 0)
+            # queries the run does not hold compare against no key (0 matches nothing held)
+            want[held < 0] = 0
+            step = max(1, 20_000_000 // (depth * want.shape[1]))
+            for lo in range(0, len(queries), step):
+                part = grid[row[lo : lo + step]]
+                q, rank, j = np.nonzero(part[:, :, None] == want[lo : lo + step, None, :])
+                found[offsets[lo + q] + j] = rank
+        return {q: found[offsets[i] : offsets[i + 1]] for i, q in enumerate(queries)}
+
 
 class RankedIds(Sequence[str]):
     """One query's ranked doc ids over a slice of a :class:`RankedRun` (distinct, in

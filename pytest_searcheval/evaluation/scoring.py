@@ -109,6 +109,24 @@ def score_profile(
     )
 
 
+class _Located(Sequence[str]):
+    """A ranking whose judged documents' ranks are known already (``positions``), all that
+    :func:`pytest_searcheval.metrics.evaluate` reads of it."""
+
+    def __init__(self, found: Any) -> None:
+        self._found = found
+
+    def positions(self, docs: Sequence[str]) -> Any:
+        assert len(docs) == len(self._found)
+        return self._found
+
+    def __len__(self) -> int:
+        raise TypeError("a located ranking has only its judged documents' ranks")
+
+    def __getitem__(self, index: Any) -> Any:
+        raise TypeError("a located ranking has only its judged documents' ranks")
+
+
 def row_depth(evaluation: Evaluation) -> int | None:
     """How many ids of a run file's ranking a row keeps: the report's depth
     (:func:`pytest_searcheval.report.model.ranking_depth`), or all of them (``None``) when the
@@ -159,6 +177,11 @@ def batch_measures(
         run[qid] = (
             ranking if ranking is not None else ranked_ids(response, trec_compat=cfg.trec_compat)[0]
         )
+    locate = getattr(target, "locate", None)
+    if callable(locate) and run and all(hasattr(r, "positions") for r in run.values()):
+        # every query's judged documents found in one pass over the run's arrays
+        found = locate(profile, {qid: list(judgments.get(qid, {})) for qid in run})
+        run = {qid: _Located(found[qid]) for qid in run}
     try:
         per_query = (
             metrics.evaluate(

@@ -77,6 +77,14 @@ class RunTarget:
         start, stop = run.spans.get(query.id, (0, 0))
         return RankedResponse(run.ranking(query.id), run.scores[start:stop])
 
+    def locate(
+        self, profile: str, wanted: Mapping[str, Sequence[str]]
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        """The rank of each wanted document of each query in ``profile``'s run, -1 where
+        absent, all queries at once (:meth:`RankedRun.locate`): how the measures of a whole
+        run are computed in one batch."""
+        return self.runs[profile].locate(wanted)
+
     def search(
         self,
         query: str,

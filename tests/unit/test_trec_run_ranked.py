@@ -222,3 +222,28 @@ def test_a_document_listed_twice_is_found_in_a_grid_of_either_shape(
     read_trec_run_ranked(path, "f.run", problems)
     with pytest.raises(CollectionError, match=r"document 'd0' appears twice for query '2'"):
         problems.raise_if_any()
+
+
+@pytest.mark.parametrize("even", [True, False])
+def test_locating_many_queries_at_once_finds_what_each_ranking_finds(
+    tmp_path: Path, even: bool
+) -> None:
+    rng = random.Random(11)
+    lines = []
+    for q in range(25):
+        size = 40 if even else rng.randint(1, 40)
+        for k, d in enumerate(rng.sample(range(200), size), start=1):
+            lines.append(f"{q} Q0 d{d} {k} {rng.randint(0, 5)} t\n")
+    path = tmp_path / "f.run"
+    path.write_text("".join(lines))
+    run = read_trec_run_ranked(path, "f.run", Problems())
+    wanted = {
+        str(q): [f"d{d}" for d in rng.sample(range(200), rng.randint(0, 30))] for q in range(27)
+    }
+    wanted["3"] += ["d1" + "0" * 20, "", "x"]  # longer than any id held, empty, absent
+    located = run.locate(wanted)
+    assert set(located) == set(wanted)  # queries 25 and 26 are not in the run
+    for qid, docs in wanted.items():
+        assert located[qid].tolist() == run.ranking(qid).positions(docs).tolist(), qid
+        ids = run.ids(qid)
+        assert located[qid].tolist() == [ids.index(d) if d in ids else -1 for d in docs]
