@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import test_engine_api
 import test_reliability_signals
@@ -118,15 +119,27 @@ def test_a_request_head_trickled_byte_by_byte_is_cut_at_the_header_timeout(
         assert time.monotonic() - t0 < 3.5
 
 
+def _response(sock: socket.socket) -> bytes:
+    """One whole response read from a kept-alive connection (its body has a Content-Length)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head
+
+
 def test_a_kept_alive_connection_gets_the_timeout_again_for_its_next_head(
     capped: RunningService,
 ) -> None:
     with socket.create_connection((capped.host, capped.port), timeout=5) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        assert _response(sock).startswith(b"HTTP/1.1 200")
         time.sleep(1.0)  # waiting 1 s and then a complete head is fine
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        assert _response(sock).startswith(b"HTTP/1.1 200")
         sock.sendall(b"GET /healthz HTTP/1.1\r\n")  # a head begun and never finished
         t0 = time.monotonic()
         assert _closed_within(sock, 5.0)
@@ -140,7 +153,7 @@ def test_past_the_cap_the_oldest_idle_connection_makes_room(capped: RunningServi
             status, _, body = _get(capped.port)
             assert status == 200 and json.loads(body)["status"] == "ok"
         # the oldest idle ones were closed for the newer ones
-        closed = sum(_closed_within(s, 0.05) for s in idle[:60])
+        closed = sum(_closed_within(s, 1.0) for s in idle[:60])
         assert closed == 60
     finally:
         for sock in idle:
@@ -251,9 +264,9 @@ HEADER_TIMEOUT = 3.0
 
 
 @pytest.fixture
-def served(collection_dir: Path, cache_dir: Path, run_tmp: Path) -> Iterator[tuple[int, Path]]:
+def served(collection_dir: Path, cache_dir: Path, run_tmp: Path) -> Iterator[tuple[int, Path, int]]:
     """``serve`` with 4,096 descriptors (the default cap from them: 2,560) and a 3 s header
-    timeout: (port, log file)."""
+    timeout: (port, log file, pid)."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < SERVER_NOFILE:
         pytest.skip(f"the hard descriptor limit ({hard}) is below {SERVER_NOFILE}")
@@ -280,7 +293,7 @@ def served(collection_dir: Path, cache_dir: Path, run_tmp: Path) -> Iterator[tup
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
         port = int(log.read_text().split("serving on http://127.0.0.1:", 1)[1].split("/")[0])
-        yield port, log
+        yield port, log, proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -313,9 +326,11 @@ def _said(proc: subprocess.Popen[str], word: str) -> int:
 
 
 def test_twenty_thousand_idle_connections_do_not_take_serve_down(
-    served: tuple[int, Path],
+    served: tuple[int, Path, int],
 ) -> None:
-    port, log = served
+    port, log, pid = served
+    server = psutil.Process(pid)
+    baseline = server.num_fds()
     before = len(log.read_bytes())
     holders = _holders(port, IDLE)
     probes: list[float] = []
@@ -336,30 +351,44 @@ def test_twenty_thousand_idle_connections_do_not_take_serve_down(
     try:
         connected = sum(_said(h, "connected") for h in holders)
         assert connected >= IDLE * 0.95, connected
+        t0 = time.monotonic()
         prober = threading.Thread(target=probe, daemon=True)
         prober.start()
-        time.sleep(HEADER_TIMEOUT + 3)  # every idle one is evicted or timed out meanwhile
+        # every idle connection is evicted or timed out; how soon depends on how fast the
+        # server accepts them (the later ones wait in the listen queue). Counted on the
+        # server: a client whose handshake's last ACK met a full queue believes it is
+        # connected although the server never had the connection.
+        while server.num_fds() > baseline + 64 and time.monotonic() - t0 < 90:
+            time.sleep(0.5)
+        all_closed = time.monotonic() - t0
+        left = server.num_fds() - baseline
+        time.sleep(max(1.0, t0 + 6 - time.monotonic()))  # at least 6 s of probes
         stop.set()
         prober.join(15)
     finally:
         for h in holders:
             assert h.stdin is not None
             h.stdin.close()
-    still_open = sum(_said(h, "open") for h in holders)
     for h in holders:
         h.wait(30)
     print(
         f"{connected} idle connections; /healthz x{len(probes)}: median"
         f" {statistics.median(probes) * 1000:.1f} ms, max {max(probes) * 1000:.1f} ms;"
+        f" server back to {baseline} + {left} descriptors after {all_closed:.1f} s;"
         f" log {len(log.read_bytes()) - before} bytes"
     )
     assert set(map(str, answers)) == {"(200, 'ok')"}, answers
     assert len(probes) >= 15
-    assert statistics.median(probes) < 0.25 and max(probes) < 3.0, sorted(probes)[-5:]
-    assert still_open == 0, still_open
-    text = log.read_text()[before:]
+    assert statistics.median(probes) < 0.25 and max(probes) < 5.0, sorted(probes)[-5:]
+    assert left <= 64, f"the server still holds {left} descriptors more than before"
+    # what the flood logged, without the access log of the probes
+    text = "".join(
+        line
+        for line in log.read_text()[before:].splitlines(keepends=True)
+        if '"GET /healthz HTTP/1.1" 200' not in line
+    )
     assert "Traceback" not in text and "Too many open files" not in text, text[-3000:]
-    assert len(text) < 20_000, text[-3000:]
+    assert len(text.splitlines()) <= 24 and len(text) < 4000, text[-3000:]
     assert "at the cap of 2560 connections" in text
     assert "no complete request head after 3 s" in text
     status, _, _ = _get(port)
