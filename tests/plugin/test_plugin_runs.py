@@ -237,3 +237,30 @@ def test_the_report_keeps_the_top_of_each_ranking_unless_asked_for_all(
     full = _report(pytester)["queries"]["1"]["profiles"]["bm25"]
     assert full["returned"] == len(full["ids"]) == 34 and full["ids"][-1] == "d2"
     assert full["measures"] == top
+
+
+def test_a_query_test_makes_no_fixture_definition_of_its_own(pytester: pytest.Pytester) -> None:
+    """pytest makes a fixture definition for ``request`` (a signature inspection) each time a
+    test's closure asks for it; the query tests hand it their own request instead."""
+    _project(pytester)
+    pytester.makeconftest(
+        """
+        import _pytest.fixtures as fixtures
+
+        made = []
+        original = fixtures.RequestFixtureDef.__init__
+
+        def counted(self, request):
+            made.append(request.node.nodeid)
+            original(self, request)
+
+        fixtures.RequestFixtureDef.__init__ = counted
+
+        def pytest_sessionfinish(session):
+            print(f"REQUEST-DEFS {sum('test_query' in n for n in made)}")
+        """
+    )
+    result = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider", "-s")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*REQUEST-DEFS 0*"])
+    assert _report(pytester)["run"]["queries_run"] == 5
