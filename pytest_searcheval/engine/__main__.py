@@ -19,8 +19,10 @@ missed, wrong value, spurious), without starting a database.
 loaded and every usable profile has answered one warm-up search.
 
 Exit status: 0 on success, 2 on a usage or input error (bad collection, bad DSN), 1 otherwise;
-128 + N after signal N (SIGTERM, SIGINT, SIGHUP), once the schema is dropped and the embedded
-server stopped and removed.
+128 + N after signal N (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and every other signal that
+ends a process by default and can be caught, engine/lifecycle.py), once the schema is dropped
+and the embedded server stopped and removed; the last line says "cleaned up" only when no
+directory or postgres of the embedded server is left.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import argparse
 import contextlib
 import itertools
 import os
-import signal
 import socket
 import sys
 import time
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pytest_searcheval.collection.model import Collection
     from pytest_searcheval.engine.core import Engine
+    from pytest_searcheval.engine.lifecycle import Stopped
 
 TOKEN_ENV = "SEARCHEVAL_ADMIN_TOKEN"
 PROFILES = ("lexical", "semantic", "hybrid", "hybrid_rerank")
@@ -269,12 +271,34 @@ def serve(args: argparse.Namespace, stop: _Stop | None = None) -> int:
         if stop is not None:
             stop.server = None
     if stop is not None and stop.signum is not None:
-        from pytest_searcheval.engine.lifecycle import ignore_stop_signals
+        from pytest_searcheval.engine.lifecycle import Stopped
 
-        ignore_stop_signals()
-        _say(f"stopped by {signal.Signals(stop.signum).name}: cleaned up")
-        return 128 + stop.signum
+        return _stopped(Stopped(stop.signum))
     return 0
+
+
+def _stopped(exc: Stopped) -> int:
+    """The unwind after a stop signal is over: say whether it cleaned up, and how it ended.
+
+    "cleaned up" only when it is so: no directory of an embedded server this process started
+    is left and no postgres runs in one; what is left is removed now, and named if that fails.
+    """
+    from pytest_searcheval.engine.lifecycle import (
+        ignore_stop_signals,
+        own_leftovers,
+        remove_own_leftovers,
+    )
+
+    ignore_stop_signals()
+    left = own_leftovers()
+    if left:
+        _say(f"{exc}: the cleanup left {'; '.join(left)}; removing it")
+        left = remove_own_leftovers()
+    if left:
+        _say(f"{exc}: NOT cleaned up: {'; '.join(left)} remain")
+    else:
+        _say(f"{exc}: cleaned up")
+    return exc.exit_status
 
 
 def _server_class() -> type:
@@ -372,11 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _say(f"error: {exc}")
             return 2
         except Stopped as exc:
-            from pytest_searcheval.engine.lifecycle import ignore_stop_signals
-
-            ignore_stop_signals()
-            _say(f"{exc}: cleaned up")
-            return exc.exit_status
+            return _stopped(exc)
         except KeyboardInterrupt:
             return 130
 

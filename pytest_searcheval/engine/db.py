@@ -159,21 +159,38 @@ class EmbeddedServer:
     source: str = "embedded"
 
     def stop(self) -> None:
-        """Stop the server, delete its data directory and our temporary directory. Idempotent."""
+        """Stop the server, delete its data directory and our temporary directory. Idempotent.
+
+        Not cut short by a stop signal (it is raised once this is done). pgserver's cleanup
+        stops the server only when its own bookkeeping says this process holds the last
+        handle; a postmaster still running in our temporary directory after it is stopped
+        here (immediate shutdown) before the directory goes."""
+        from pytest_searcheval.engine import lifecycle
+
         if self._stopped:
             return
         self._stopped = True
-        try:
-            self._server.cleanup()
-        finally:
-            if self._tmpdir is not None:
-                shutil.rmtree(self._tmpdir, ignore_errors=True)
+        with lifecycle.stops_deferred():
+            try:
+                self._server.cleanup()
+            finally:
+                if self._tmpdir is not None:
+                    _discard(self._tmpdir)
 
     def __enter__(self) -> EmbeddedServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _discard(tmpdir: Path) -> None:
+    """Stop a postgres still running in our temporary directory, then remove it."""
+    from pytest_searcheval.engine import lifecycle
+
+    with contextlib.suppress(Exception):
+        lifecycle._stop_postmaster(tmpdir)
+    shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def _pgserver_get_server() -> Any:
@@ -423,6 +440,21 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
     from pytest_searcheval.engine import lifecycle
 
     get_server = _pgserver_get_server()
+    # The start is one step a stop signal does not cut (it is raised once the step is over):
+    # cut in the middle, it left the directory and sometimes a postgres no handle would stop.
+    handle: EmbeddedServer | None = None
+    try:
+        with lifecycle.stops_deferred():
+            handle = _start_embedded(get_server, data_dir)
+    except BaseException:
+        if handle is not None:
+            handle.stop()
+        raise
+    return handle
+
+
+def _start_embedded(get_server: Any, data_dir: str | os.PathLike[str] | None) -> EmbeddedServer:
+    from pytest_searcheval.engine import lifecycle
 
     tmpdir: Path | None = None
     reaped: list[str] = []
@@ -430,13 +462,14 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
         # What SIGKILLed runs left (a running postgres and ~75 MB each) goes before we add ours.
         reaped = lifecycle.reap_dead_servers()
         tmpdir = Path(tempfile.mkdtemp(prefix=lifecycle.SERVER_DIR_PREFIX))
-        lifecycle.write_owner(tmpdir)
         pgdata = tmpdir / "pgdata"
     else:
         pgdata = Path(data_dir)
     t0 = time.perf_counter()
     cached = False
     try:
+        if tmpdir is not None:
+            lifecycle.write_owner(tmpdir)
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, root shells); pgserver then
             # falls back to /tmp for its socket directory, which is what we want anyway.
@@ -448,9 +481,11 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
                 cached = _prepare_throwaway_cluster(server, pgdata)
             server.start()
         dsn = str(server.get_uri())
-    except Exception as exc:
+    except BaseException as exc:
         if tmpdir is not None:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            _discard(tmpdir)
+        if not isinstance(exc, Exception):
+            raise
         raise DatabaseError(
             f"could not start the embedded PostgreSQL server in {pgdata}: {exc}. "
             f"Set {DSN_ENV} or pass --search-eval-dsn to use an existing server instead."
@@ -469,7 +504,7 @@ def start_embedded(data_dir: str | os.PathLike[str] | None = None) -> EmbeddedSe
 
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
-    except Exception:
+    except BaseException:
         handle.stop()
         raise
     handle.startup_seconds = time.perf_counter() - t0

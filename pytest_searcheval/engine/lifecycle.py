@@ -2,12 +2,20 @@
 
 Signals. PostgreSQL, the run's schema and the embedded server's directory are released by
 ``with`` blocks and ``finally`` clauses (Engine.close, EmbeddedServer.stop). Python runs those
-on SIGINT (KeyboardInterrupt) but not on SIGTERM or SIGHUP, whose default action ends the
-process at once. :func:`stop_on_signals` makes all three raise :class:`Stopped` (a
-KeyboardInterrupt, so pytest and every ``except KeyboardInterrupt`` treat it as Ctrl-C) in the
-main thread; a later signal while the first one unwinds is reported and ignored, so cleanup is
-not cut short. A caller that owns an event loop (``serve``) passes ``on_signal`` to be told
-instead, and stops its loop itself.
+on SIGINT (KeyboardInterrupt) but not on SIGTERM, SIGHUP, SIGUSR1 or any other signal whose
+default action ends the process at once. :func:`stop_on_signals` makes every one of them that
+can be caught (``STOP_SIGNALS``; the fault signals SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
+SIGTRAP and SIGSYS aside) raise :class:`Stopped` (a KeyboardInterrupt, so pytest and every
+``except KeyboardInterrupt`` treat it as Ctrl-C) in the main thread; a later signal while the
+first one unwinds is reported and ignored, so cleanup is not cut short. A caller that owns an
+event loop (``serve``) passes ``on_signal`` to be told instead, and stops its loop itself.
+
+Some steps must not be cut in the middle: starting the embedded server (its directory, its
+``pg_ctl start``, the handle that will stop it) and stopping it. They run under
+:func:`stops_deferred`: a stop signal there is held and raised when the step is over, so the
+unwind finds either nothing or a server with a handle, never a postgres no one will stop. After
+the unwind, :func:`own_leftovers` says whether anything this process started is still there
+(and :func:`remove_own_leftovers` removes it), so that "cleaned up" is said only when true.
 
 Leftovers. Only SIGKILL (or a power cut) skips every cleanup. Each embedded server's temporary
 directory holds an owner file (``OWNER_FILE``: tool, pid, process start time, host, pid
@@ -48,8 +56,12 @@ __all__ = [
     "SERVER_DIR_PREFIX",
     "STOP_SIGNALS",
     "Stopped",
+    "ignore_stop_signals",
+    "own_leftovers",
     "reap_dead_servers",
+    "remove_own_leftovers",
     "stop_on_signals",
+    "stops_deferred",
     "write_owner",
 ]
 
@@ -57,14 +69,60 @@ MARKER_TOOL = "pytest-searcheval"
 OWNER_FILE = "searcheval-owner.json"
 LEASE_FILE = "searcheval-owner.lock"
 SERVER_DIR_PREFIX = "searcheval-pg-"
-STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: SIGTERM, SIGINT and SIGHUP always; the others when their action is still the default
+#: (a handler someone else installed, pytest-timeout's on SIGALRM say, is left alone)
+_ALWAYS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_SIGNALS: tuple[signal.Signals, ...] = (
+    *_ALWAYS,
+    *(
+        getattr(signal, name)
+        for name in (
+            "SIGQUIT",
+            "SIGUSR1",
+            "SIGUSR2",
+            "SIGALRM",
+            "SIGVTALRM",
+            "SIGPROF",
+            "SIGXCPU",
+            "SIGXFSZ",
+            "SIGIO",
+            "SIGPWR",
+            "SIGSTKFLT",
+        )
+        if hasattr(signal, name)
+    ),
+)
+
+
+def _stop_signals() -> list[int]:
+    """The signals :func:`stop_on_signals` handles now: ``STOP_SIGNALS`` and the real-time
+    ones (which also end a process by default), each but the first three only while its
+    action is the default."""
+    extra: list[int] = [s for s in STOP_SIGNALS if s not in _ALWAYS]
+    if hasattr(signal, "SIGRTMIN"):
+        extra += range(signal.SIGRTMIN, signal.SIGRTMAX + 1)
+    chosen: list[int] = list(_ALWAYS)
+    for sig in extra:
+        try:
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                chosen.append(sig)
+        except (OSError, ValueError):
+            continue
+    return chosen
+
+
+def _name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 class Stopped(KeyboardInterrupt):
     """A stop signal arrived; raised in the main thread so that every cleanup runs."""
 
     def __init__(self, signum: int) -> None:
-        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        super().__init__(f"stopped by {_name(signum)}")
         self.signum = signum
 
     @property
@@ -98,15 +156,18 @@ def stop_on_signals(
         seen.append(signum)
         if len(seen) > 1:
             tell(
-                f"{signal.Signals(signum).name}: already stopping, cleaning up"
+                f"{_name(signum)}: already stopping, cleaning up"
                 " (SIGKILL abandons the cleanup; the next start removes what is left)"
             )
             return
         if on_signal is not None and on_signal(signum):
             return
+        if _deferred.depth:
+            _deferred.pending = signum  # raised when the step that must not be cut is over
+            return
         raise Stopped(signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, handler) for sig in _stop_signals()}
     try:
         yield seen
     finally:
@@ -121,8 +182,36 @@ def ignore_stop_signals() -> None:
     """Cleanup is done and the process is about to exit with its status: a signal arriving
     now must not replace that status (128+N) by a death by signal."""
     if threading.current_thread() is threading.main_thread():
-        for sig in STOP_SIGNALS:
+        for sig in _stop_signals():
             signal.signal(sig, signal.SIG_IGN)
+
+
+class _Deferred:
+    depth = 0
+    pending: int | None = None
+
+
+_deferred = _Deferred()
+
+
+@contextlib.contextmanager
+def stops_deferred() -> Iterator[None]:
+    """A step that must not be cut in the middle: within the block (in the main thread, under
+    :func:`stop_on_signals`) a stop signal is held, and :class:`Stopped` is raised when the
+    outermost such block ends, normally or not. Elsewhere the block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferred.depth += 1
+    try:
+        yield
+    finally:
+        _deferred.depth -= 1
+        if _deferred.depth == 0 and _deferred.pending is not None:
+            signum, _deferred.pending = _deferred.pending, None
+            # When the block failed, its own error is the one the caller sees first; Python
+            # chains it to this one as the context.
+            raise Stopped(signum)
 
 
 # --- owners of embedded servers --------------------------------------------------------------
@@ -188,9 +277,14 @@ def lease_is_free(directory: Path) -> bool:
     return True
 
 
+#: the embedded-server directories this process created (for :func:`own_leftovers`)
+_OWN: set[Path] = set()
+
+
 def write_owner(directory: Path) -> None:
     """Take ``directory``'s lease and record this process as its owner (written atomically)."""
     take_lease(directory)
+    _OWN.add(directory)
     pid = os.getpid()
     data = {
         "tool": MARKER_TOOL,
@@ -319,3 +413,47 @@ def reap_dead_servers(root: Path | None = None) -> list[str]:
         if not path.exists():
             done.append(f"{path} (run pid {owner.pid}){'; ' + action if action else ''}")
     return done
+
+
+def _postgres_inside(directory: Path) -> list[int]:
+    """pids of the processes whose working directory lies inside ``directory`` (PostgreSQL
+    runs in its data directory; a removed one still shows its old path)."""
+    import psutil
+
+    found: list[int] = []
+    root = str(directory)
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            cwd = proc.cwd()
+            if cwd == root or cwd.startswith(root + os.sep):
+                found.append(proc.pid)
+    return found
+
+
+def own_leftovers() -> list[str]:
+    """What this process's embedded servers left: a directory still there, a postgres still
+    running in one. Empty when every server it started is stopped and removed."""
+    left: list[str] = []
+    for directory in sorted(_OWN):
+        if directory.exists():
+            left.append(str(directory))
+        left += [f"postgres (pid {pid}) in {directory}" for pid in _postgres_inside(directory)]
+    return left
+
+
+def remove_own_leftovers() -> list[str]:
+    """Stop what still runs in this process's embedded-server directories and remove them;
+    returns :func:`own_leftovers` afterwards (empty when all went)."""
+    import psutil
+
+    for directory in sorted(_OWN):
+        if directory.exists():
+            _stop_postmaster(directory)
+            shutil.rmtree(directory, ignore_errors=True)
+        for pid in _postgres_inside(directory):
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                proc.send_signal(signal.SIGQUIT)
+                proc.wait(10)
+    _end_gone_leases()
+    return own_leftovers()

@@ -126,8 +126,17 @@ def _serve(collection: Path, tmp: Path, cache: Path) -> Child:
         (signal.SIGHUP, "serving on"),
         (signal.SIGINT, "indexed"),
         (signal.SIGTERM, "indexed"),
+        (signal.SIGUSR1, "serving on"),
+        (signal.SIGQUIT, "indexed"),
     ],
-    ids=["SIGTERM-serving", "SIGHUP-serving", "SIGINT-starting", "SIGTERM-starting"],
+    ids=[
+        "SIGTERM-serving",
+        "SIGHUP-serving",
+        "SIGINT-starting",
+        "SIGTERM-starting",
+        "SIGUSR1-serving",
+        "SIGQUIT-starting",
+    ],
 )
 def test_serve_cleans_up_on_a_stop_signal(
     collection_dir: Path, cache_dir: Path, run_tmp: Path, sig: signal.Signals, phase: str
@@ -252,6 +261,100 @@ def test_a_pytest_run_cleans_up_on_a_stop_signal(
     assert code == pytest.ExitCode.INTERRUPTED, "\n".join(child.lines)
     assert _server_dirs(run_tmp) == [], "\n".join(child.lines)
     assert _postgres_in(server_dir) == []
+
+
+#: every signal that ends a process by default and can be caught (the fault signals aside)
+_STOPS = (
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGALRM,
+    signal.SIGVTALRM,
+    signal.SIGPROF,
+    signal.SIGXCPU,
+    signal.SIGIO,
+    signal.SIGPWR,
+    signal.SIGRTMIN,
+)
+#: (signal, seconds after the embedded server's directory appeared): SIGTERM swept through
+#: the server's start (directory, owner file, cluster copy, pg_ctl start, CREATE EXTENSION),
+#: every other signal at one point of it
+_START_SWEEP = [(signal.SIGTERM, d) for d in (0.0, 0.1, 0.3, 0.6, 1.0)] + [
+    (sig, 0.1 * (i % 9)) for i, sig in enumerate(_STOPS)
+]
+
+
+def _start_of(child: Child, tmp: Path, timeout: float = 120.0) -> float:
+    """When the child's embedded server directory appeared (time.monotonic())."""
+    deadline = time.monotonic() + timeout
+    while not _server_dirs(tmp):
+        if child.proc.poll() is not None or time.monotonic() > deadline:
+            child.proc.kill()
+            raise AssertionError("no server directory:\n" + "\n".join(child.lines))
+        time.sleep(0.005)
+    return time.monotonic()
+
+
+def test_a_stop_signal_during_the_servers_start_leaves_nothing(
+    collection_dir: Path, cache_dir: Path
+) -> None:
+    """Each signal of ``_START_SWEEP`` sent to ``serve`` while its embedded server starts: the
+    process exits with 128 + N after saying "cleaned up", and neither the server's directory
+    nor a postgres is left. Before, a stop in this window left the directory, sometimes a
+    running postgres, while the log said "cleaned up"; SIGUSR1 and the others killed the
+    process without any cleanup. Six children at a time, each with a TMPDIR of its own."""
+    failures: list[str] = []
+    cases = list(_START_SWEEP)
+    while cases:
+        batch, cases = cases[:6], cases[6:]
+        tmps = [Path(tempfile.mkdtemp(prefix="searcheval-test-tmp-")) for _ in batch]
+        try:
+            children = []
+            for tmp in tmps:
+                tmp.chmod(0o755)
+                children.append(_serve(collection_dir, tmp, cache_dir))
+            for (sig, delay), child, tmp in zip(batch, children, tmps, strict=True):
+                started = _start_of(child, tmp)
+                time.sleep(max(0.0, started + delay - time.monotonic()))
+                child.proc.send_signal(sig)
+            for (sig, delay), child, tmp in zip(batch, children, tmps, strict=True):
+                code = child.finish()
+                left = [str(p) for p in _server_dirs(tmp)] + [
+                    f"postgres pid {pid}" for pid in _postgres_in(tmp)
+                ]
+                said = any("cleaned up" in line for line in child.lines)
+                if code != 128 + sig or left or not said:
+                    failures.append(
+                        f"{sig.name} after {delay:.2f} s: exit {code}, left {left}, "
+                        f"said cleaned up: {said}; log: {child.lines[-3:]}"
+                    )
+        finally:
+            for tmp in tmps:
+                for pid in _postgres_in(tmp):
+                    with contextlib.suppress(psutil.Error):
+                        psutil.Process(pid).kill()
+                shutil.rmtree(tmp, ignore_errors=True)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize(
+    ("sig", "delay"), [(signal.SIGTERM, 0.2), (signal.SIGUSR1, 0.5)], ids=["SIGTERM", "SIGUSR1"]
+)
+def test_a_stop_signal_during_a_pytest_runs_server_start_leaves_nothing(
+    collection_dir: Path, cache_dir: Path, run_tmp: Path, sig: signal.Signals, delay: float
+) -> None:
+    args = [sys.executable, "-m", "pytest", "--search-eval", "-p", "no:cacheprovider", "-q"]
+    args += [f"--search-eval-collection={collection_dir}", "-p", "no:xdist", "-s"]
+    child = Child(args, _env(run_tmp, cache_dir), collection_dir)
+    started = _start_of(child, run_tmp)
+    time.sleep(max(0.0, started + delay - time.monotonic()))
+    child.proc.send_signal(sig)
+    code = child.finish()
+    assert code == pytest.ExitCode.INTERRUPTED, "\n".join(child.lines)
+    assert _server_dirs(run_tmp) == [], "\n".join(child.lines)
+    assert _postgres_in(run_tmp) == []
 
 
 def test_serve_answers_its_first_query_about_as_fast_as_its_hundredth(
