@@ -483,7 +483,7 @@ class IsolatedSchema:
             raise IsolationError(f"IsolatedSchema {self.name} was already opened; make a new one")
         t0 = time.perf_counter()
         try:
-            with psycopg.connect(self.dsn, autocommit=True, **connection_kwargs(self.dsn)) as conn:
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
                 if self.clean_stale:
                     self.stale_dropped = drop_stale_schemas(
                         conn, ttl_seconds=self.stale_ttl_seconds, prefix=self.prefix
@@ -580,9 +580,9 @@ class IsolatedSchema:
             import psycopg
 
             try:
-                with psycopg.connect(
-                    self.dsn, autocommit=True, **connection_kwargs(self.dsn)
-                ) as conn:
+                # No lock_timeout here: the drop may have to wait for the sessions of the
+                # pool just closed to end.
+                with psycopg.connect(self.dsn, autocommit=True) as conn:
                     drop_own_schema(conn, self.name, self.run_id)
             finally:
                 self._end_lease()
