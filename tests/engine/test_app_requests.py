@@ -7,7 +7,9 @@ in other scripts' digits refused with a 400."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -198,3 +200,20 @@ def test_the_vocabularies_published_are_the_ones_the_handlers_accept(client: Tes
     for text in ("3", "0.05", "\u0663", "1e3", "-1"):
         ok = client.get("/search", params={"q": "x", "max_price_usd": text}).status_code == 200
         assert ok == bool(price.fullmatch(text)), text
+
+
+def test_a_client_gone_mid_body_is_not_logged_as_an_error(
+    service: RunningService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It used to be logged as "unhandled error serving /admin/resources/a" with a traceback
+    (and a 500 nobody read)."""
+    with socket.create_connection((service.host, service.port), timeout=10) as sock:
+        sock.sendall(PUT + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        time.sleep(0.3)
+    time.sleep(0.5)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors]
+    status, _, _ = _exchange(
+        service, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    assert status == 200
