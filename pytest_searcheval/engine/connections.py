@@ -74,7 +74,7 @@ REFUSAL_LINGER = 0.5
 #: messages whose repeats are counted rather than logged (asyncio's and uvicorn's loggers)
 _NOISY = {
     "asyncio": ("socket.accept() out of system resource",),
-    "uvicorn.error": ("Invalid HTTP request received.",),
+    "uvicorn.error": ("Invalid HTTP request received.", "Unsupported upgrade request."),
 }
 
 log = logging.getLogger("pytest_searcheval.engine.connections")

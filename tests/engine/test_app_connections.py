@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import resource
 import signal
@@ -191,6 +192,22 @@ def test_the_default_cap_leaves_the_accept_batch_and_a_reserve_of_descriptors() 
     assert default_max_connections(1024) == 256  # a small limit: a quarter of it
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert default_max_connections() == default_max_connections(soft)
+
+
+def test_what_each_bad_request_logs_is_one_line_per_interval(
+    capped: RunningService, caplog: pytest.LogCaptureFixture
+) -> None:
+    """uvicorn logs a warning for every unparseable request and every unsupported upgrade:
+    100 of them made 100 lines."""
+    bad = b"GARBAGE\r\n\r\n"
+    upgrade = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n"
+    with caplog.at_level(logging.INFO, logger="uvicorn.error"):
+        for raw in [bad] * 50 + [upgrade] * 50:
+            with socket.create_connection((capped.host, capped.port), timeout=5) as sock:
+                sock.sendall(raw)
+                sock.recv(65536)
+    lines = [r.getMessage() for r in caplog.records if r.name == "uvicorn.error"]
+    assert sorted(lines) == ["Invalid HTTP request received.", "Unsupported upgrade request."]
 
 
 ACCEPT_SERVER = textwrap.dedent(
