@@ -288,11 +288,15 @@ def served(collection_dir: Path, cache_dir: Path, run_tmp: Path) -> Iterator[tup
     if hard != resource.RLIM_INFINITY and hard < SERVER_NOFILE:
         pytest.skip(f"the hard descriptor limit ({hard}) is below {SERVER_NOFILE}")
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (SERVER_NOFILE, hard))
-
     log = run_tmp / "serve.log"
-    args = [sys.executable, "-m", "pytest_searcheval.engine", "serve", "--collection"]
+    # the limit set in the child itself (no preexec_fn in a process that may run threads)
+    limited = (
+        "import os, resource, sys;"
+        f" resource.setrlimit(resource.RLIMIT_NOFILE, ({SERVER_NOFILE}, {hard}));"
+        " os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+    )
+    args = [sys.executable, "-c", limited, "-m", "pytest_searcheval.engine", "serve"]
+    args += ["--collection"]
     args += [str(collection_dir), "--port", "0", "--no-admin"]
     args += ["--header-timeout", str(HEADER_TIMEOUT)]
     env = {
@@ -303,7 +307,7 @@ def served(collection_dir: Path, cache_dir: Path, run_tmp: Path) -> Iterator[tup
         "PYTHONUNBUFFERED": "1",
     }
     with log.open("w") as out:
-        proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=out, stderr=out, preexec_fn=limit)
+        proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=out, stderr=out)
     try:
         deadline = time.monotonic() + 180
         while "serving on" not in log.read_text():
