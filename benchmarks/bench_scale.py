@@ -295,8 +295,10 @@ def run_shape(
     rounds: int,
     extra: Sequence[str],
     env: dict[str, str],
+    only_peers: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    tools = peers()
+    tools = {k: v for k, v in peers().items() if only_peers is None or k in only_peers}
+    tools.setdefault("pytrec_eval", PYTREC)  # the reference of every ratio
     times: dict[str, list[float]] = {"plugin": [], **{t: [] for t in tools}}
     rss: dict[str, list[float]] = {k: [] for k in times}
     run_paths = [str(root / f"{r}.run") for r in runs]
@@ -395,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--keep", type=Path, help="write the data here and keep it")
     ap.add_argument(
+        "--peers",
+        help="comma-separated peers to run (pytrec_eval always runs: the ratios' reference); "
+        "ranx needs about 0.44 GB per 1,000 queries x 1,000 x 2 runs",
+    )
+    ap.add_argument(
         "--autoload",
         action="store_true",
         help="let pytest load every plugin installed in this environment (default: this one)",
@@ -437,7 +444,15 @@ def main(argv: list[str] | None = None) -> int:
                                   runs=("dev",), seed=args.seed, pool=8_841_823,
                                   grades=(1,))  # fmt: skip
             print(f"  generated {shape} in {time.perf_counter() - t0:.0f} s", flush=True)
-            res = run_shape(shape, sub, info["runs"], args.rounds, args.plugin_args, env)
+            res = run_shape(
+                shape,
+                sub,
+                info["runs"],
+                args.rounds,
+                args.plugin_args,
+                env,
+                args.peers.split(",") if args.peers else None,
+            )
             failed |= res["max_diff"] > 1e-9
             out += table(shape, info, res)
             shutil.rmtree(sub)  # the next shape's disk space
