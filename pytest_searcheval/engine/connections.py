@@ -74,7 +74,11 @@ REFUSAL_LINGER = 0.5
 #: messages whose repeats are counted rather than logged (asyncio's and uvicorn's loggers)
 _NOISY = {
     "asyncio": ("socket.accept() out of system resource",),
-    "uvicorn.error": ("Invalid HTTP request received.", "Unsupported upgrade request."),
+    "uvicorn.error": (
+        "Invalid HTTP request received.",
+        "Unsupported upgrade request.",
+        "No supported WebSocket library detected.",
+    ),
 }
 
 log = logging.getLogger("pytest_searcheval.engine.connections")
@@ -395,4 +399,7 @@ def protocol_class(limits: ConnectionLimits) -> type[ServiceProtocol]:
 def uvicorn_options(limits: ConnectionLimits | None = None) -> dict[str, Any]:
     """Keyword arguments for ``uvicorn.Config`` that every server of the service uses."""
     limits = limits or ConnectionLimits()
-    return {"http": protocol_class(limits), "backlog": ACCEPT_BATCH}
+    # ws="none": the service has no WebSocket route, and with the websockets library installed
+    # uvicorn answered an upgrade request itself in text/plain (400 without Sec-WebSocket-Key,
+    # 403 with it); without, the request is served as the plain HTTP request it also is
+    return {"http": protocol_class(limits), "backlog": ACCEPT_BATCH, "ws": "none"}

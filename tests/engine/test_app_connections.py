@@ -207,7 +207,11 @@ def test_what_each_bad_request_logs_is_one_line_per_interval(
                 sock.sendall(raw)
                 sock.recv(65536)
     lines = [r.getMessage() for r in caplog.records if r.name == "uvicorn.error"]
-    assert sorted(lines) == ["Invalid HTTP request received.", "Unsupported upgrade request."]
+    assert sorted(lines) == [
+        "Invalid HTTP request received.",
+        "No supported WebSocket library detected.",  # the rest of uvicorn's advice cut
+        "Unsupported upgrade request.",
+    ]
 
 
 ACCEPT_SERVER = textwrap.dedent(

@@ -79,6 +79,24 @@ def test_unparseable_requests_get_the_json_error_body(service: RunningService, r
     assert int(headers["content-length"]) == len(body)
 
 
+WEBSOCKET = b"Connection: Upgrade, close\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "status"), [("/healthz", 200), ("/nowhere", 404), ("/search?q=x&q=y", 400)]
+)
+@pytest.mark.parametrize("key", [b"", b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"])
+def test_a_websocket_upgrade_is_answered_as_plain_http_in_json(
+    service: RunningService, path: str, status: int, key: bytes
+) -> None:
+    """The service speaks no WebSocket; uvicorn answered such requests itself in text/plain
+    (400 without a key, 403 with one) before the application saw them."""
+    raw = f"GET {path} HTTP/1.1\r\nHost: x\r\n".encode() + WEBSOCKET + key
+    got, headers, body = _exchange(service, raw + b"\r\n")
+    assert got == status and headers["content-type"] == "application/json"
+    assert json.loads(body)
+
+
 def test_a_header_block_past_the_parser_limit_is_a_json_431(service: RunningService) -> None:
     # unfinished: h11 measures what it holds while the header block is incomplete
     raw = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"a" * 40_000
