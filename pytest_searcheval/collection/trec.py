@@ -778,12 +778,13 @@ def _columns_simple(
     seen_dot = np.zeros(n, dtype=bool)
     negative = score[0] == 45
     for j, col in enumerate(score):
-        digit = (col >= 48) & (col <= 57)
+        value = col - np.uint8(48)  # a digit's value; any other byte wraps above 9
+        digit = value <= 9
         dot = col == 46
         allowed = digit | dot | (negative if j == 0 else col == 0)
         if not bool(allowed.all()) or bool((dot & seen_dot).any()):
             return None
-        mantissa = np.where(digit, mantissa * 10 + (col.astype(np.int64) - 48), mantissa)
+        mantissa = np.where(digit, mantissa * 10 + value, mantissa)
         digits += digit
         fraction += digit & seen_dot
         seen_dot |= dot
@@ -798,15 +799,17 @@ def _field(
     raw: np.ndarray[Any, Any], begin: np.ndarray[Any, Any], stop: np.ndarray[Any, Any]
 ) -> np.ndarray[Any, Any]:
     """Row j: byte j of every line's field, NUL past its end (``uint8``, shape (widest, n)):
-    one gather per byte position, not per byte."""
+    one gather per byte position, not per byte; masked only past the shortest field."""
     import numpy as np
 
     length = stop - begin
+    shortest = int(length.min())
     out = np.empty((int(length.max()), len(begin)), dtype=np.uint8)
-    last = len(raw) - 1
     for j, row in enumerate(out):
-        np.take(raw, np.minimum(begin + j, last), out=row)
-        row[length <= j] = 0
+        # past a field's end the byte is masked; "clip" keeps the last line's in range
+        np.take(raw[j:], begin, out=row, mode="clip")
+        if j >= shortest:
+            row[length <= j] = 0
     return out
 
 
