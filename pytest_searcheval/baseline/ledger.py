@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_searcheval.invariants.base import search_errored
 from pytest_searcheval.reasons import NOT_RECORDED, Reason
 from pytest_searcheval.types import Baseline, Ledger, LedgerEntry, Report
 
@@ -99,7 +100,8 @@ def make_ledger(report: Report) -> Ledger:
             queries[qid] = entry
     invariants: dict[str, LedgerEntry] = {}
     for cid, rec in (report.get("invariants") or {}).items():
-        if rec.get("status") == "failed":
+        # A case whose search errored says nothing of the system: never a known failure.
+        if rec.get("status") == "failed" and not search_errored(rec):
             reasons = reasons_of(rec.get("reasons") or []) or [
                 Reason("invariant-failed", str(rec.get("message") or cid).splitlines()[0])
             ]

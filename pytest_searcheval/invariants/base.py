@@ -211,6 +211,14 @@ class InvariantOutcome:
         )
 
 
+def search_errored(record: Mapping[str, Any]) -> bool:
+    """Whether an invariant case's record is a search of the target that errored (it could
+    not answer): an error of the run, never the invariant's verdict on the system."""
+    if record.get("status") == "errored":
+        return True
+    return record.get("status") == "failed" and "unavailable" in (record.get("details") or {})
+
+
 class InvariantFailure(AssertionError):
     """An invariant does not hold; ``str()`` names query, documents, expectation, outcome."""
 

@@ -24,6 +24,7 @@ from pytest_searcheval.baseline.gate import (
 )
 from pytest_searcheval.evaluation import fill_measures
 from pytest_searcheval.files import write_atomic
+from pytest_searcheval.invariants.base import search_errored
 from pytest_searcheval.plugin.state import EvalState
 from pytest_searcheval.report import build, hand_written, markdown, terminal_lines, to_json
 from pytest_searcheval.types import GateRecord, HandWrittenSection, Report
@@ -87,6 +88,15 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
                 f"refused: partial run ({report['run']['queries_run']} of "
                 f"{report['run']['queries_expected']} queries)",
             )
+        elif errored := errored_searches(report):
+            # Means over the queries that answered, and a ledger excusing what could not be
+            # asked, would make a target's outage the next run's standard.
+            integrity = Rule(
+                "baseline update",
+                "failed",
+                f"refused: search errors ({errored}); a baseline is written from a run in "
+                "which every search answered",
+            )
         else:
             fresh = make_baseline(report, cfg, None)
             tag = cfg.baseline_tag or suggested_tag(fresh)
@@ -149,6 +159,24 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
     if summary:
         outcome.lines.append(f"searcheval: appended the summary to {summary}")
     return outcome
+
+
+def errored_searches(report: Report) -> str:
+    """The queries (per profile) and invariant cases whose search errored, for people; empty
+    when every search answered."""
+    errored: dict[str, list[str]] = {}
+    for qid, q in sorted((report.get("queries") or {}).items()):
+        for profile in q.get("errors") or {}:
+            errored.setdefault(str(profile), []).append(str(qid))
+    parts = []
+    for profile, qids in sorted(errored.items()):
+        shown = ", ".join(qids[:10]) + (f" and {len(qids) - 10} more" if len(qids) > 10 else "")
+        parts.append(f"{profile} {len(qids)} ({shown})")
+    cases = sorted(str(k) for k, v in (report.get("invariants") or {}).items() if search_errored(v))
+    if cases:
+        shown = ", ".join(cases[:10]) + (f" and {len(cases) - 10} more" if len(cases) > 10 else "")
+        parts.append(f"invariant cases {len(cases)} ({shown})")
+    return "; ".join(parts)
 
 
 def _hand_written(session: pytest.Session) -> HandWrittenSection | None:

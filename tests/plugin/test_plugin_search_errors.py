@@ -1,0 +1,68 @@
+"""A search that errors: counted once, by the gate's error rule, never a quality verdict."""
+
+from __future__ import annotations
+
+import pytest
+from plugin_helpers import make_project
+
+pytest_plugins = ["pytester"]
+
+ARGS = ("--search-eval", "-p", "no:cacheprovider", "-rxXs")
+
+#: The fake target of plugin_helpers, with one query whose search fails as an HTTP 503 does.
+FAILING = """
+
+from pytest_searcheval.targets import SearchFailed
+
+_fake = fake
+
+
+def fake(query, *, profile, limit, filters, extract):
+    if os.environ.get("SEARCHEVAL_ERROR") == query:
+        raise SearchFailed(
+            "HTTP 503 Service Unavailable", url="http://search.test/?q=" + query, attempts=3
+        )
+    return _fake(query, profile=profile, limit=limit, filters=filters, extract=extract)
+"""
+
+
+def _project(pytester: pytest.Pytester) -> None:
+    make_project(pytester, invariants=True)
+    conftest = pytester.path / "conftest.py"
+    text = conftest.read_text(encoding="utf-8")
+    head, tail = text.split("\n@pytest.fixture", 1)
+    conftest.write_text(head + FAILING + "\n@pytest.fixture" + tail, encoding="utf-8")
+
+
+def test_a_rebaseline_is_refused_while_a_search_errors(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(pytester)
+    monkeypatch.setenv("SEARCHEVAL_ERROR", "rain forecast city")
+    result = pytester.runpytest(*ARGS, "--search-eval-update-baseline")
+    result.stdout.fnmatch_lines(
+        [
+            "*[[]failed[]] baseline update: refused: search errors (hybrid 1 (q4); lexical 1 "
+            "(q4); semantic 1 (q4); invariant cases * (*threshold-compliance-q4*)); a baseline "
+            "is written from a run in which every search answered"
+        ]
+    )
+    assert not (pytester.path / "baselines" / "baseline.json").exists()
+    assert result.ret == 1
+
+
+def test_a_case_the_target_could_not_answer_is_never_a_known_failure() -> None:
+    from pytest_searcheval.baseline.ledger import make_ledger
+
+    could_not = {
+        "id": "threshold-compliance-q4",
+        "invariant": "threshold-compliance",
+        "status": "failed",
+        "passed": False,
+        "message": "threshold-compliance-q4: the target could not answer: HTTP 503",
+        "details": {"unavailable": "HTTP 503"},
+        "reasons": [],
+    }
+    failed = {**could_not, "id": "threshold-compliance-q3", "details": {}, "message": "over"}
+    report = {"queries": {}, "invariants": {r["id"]: r for r in (could_not, failed)}}
+    assert list(make_ledger(report)["invariants"]) == ["threshold-compliance-q3"]  # type: ignore[arg-type]
