@@ -38,7 +38,7 @@ from typing import (
 #: A gate rule's verdict; ``unverified`` (no git, no tag) fails only with strict_baseline.
 RuleStatus = Literal["passed", "failed", "skipped", "unverified"]
 #: An invariant case's outcome.
-InvariantStatus = Literal["passed", "failed", "skipped"]
+InvariantStatus = Literal["passed", "failed", "skipped", "errored"]
 #: How a test relates to the baseline's known-failure ledger (``fixed`` = XPASS).
 LedgerStatus = Literal["known", "new", "fixed"]
 

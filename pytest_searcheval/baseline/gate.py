@@ -135,9 +135,22 @@ def rule_gated_available(ctx: GateContext) -> list[Rule]:
 def rule_search_errors(ctx: GateContext) -> list[Rule]:
     """Queries whose search errored, per profile, within ``max_errors`` each."""
     errored: dict[str, list[str]] = {}
-    for qid, q in sorted((ctx.report.get("queries") or {}).items()):
+    queries = ctx.report.get("queries") or {}
+    for qid, q in sorted(queries.items()):
         for profile in q.get("errors") or {}:
             errored.setdefault(str(profile), []).append(str(qid))
+    # An invariant case whose search errored searched the gated profile: its query counts
+    # there once, with the query test's own error of it (a case whose query is not known
+    # counts by its id).
+    by_text = {str(q.get("text")): str(qid) for qid, q in queries.items()}
+    for cid, rec in sorted((ctx.report.get("invariants") or {}).items()):
+        if rec.get("status") != "errored":
+            continue
+        searched = (rec.get("details") or {}).get("query")
+        subject = by_text.get(str(searched), str(cid)) if searched else str(cid)
+        seen = errored.setdefault(ctx.gated, [])
+        if subject not in seen:
+            seen.append(subject)
     tolerance = ctx.cfg.max_errors
     if not errored:
         return [Rule("no search errors", "passed", "every search answered")]
@@ -324,8 +337,11 @@ def rule_invariants(ctx: GateContext) -> list[Rule]:
     # not know fails its own test but cannot regress.
     regressed = sorted(k for k in failed if base_inv.get(k) is True)
     skipped = sum(1 for v in invariants.values() if v.get("status") == "skipped")
-    checked = len(invariants) - skipped
+    # A case whose search errored judged nothing: the "no search errors" rule counts it.
+    errored = sum(1 for v in invariants.values() if v.get("status") == "errored")
+    checked = len(invariants) - skipped - errored
     counts = f"{checked - len(failed)}/{checked} pass" + (f", {skipped} skipped" if skipped else "")
+    counts += f", {errored} not judged (search errors)" if errored else ""
     other = ledger_profile_differs(ctx.baseline, str(ctx.report["run"].get("gated_profile")))
     if ctx.baseline is None:
         return [Rule(name, "skipped", f"no baseline; {counts}")]
@@ -651,7 +667,7 @@ def make_baseline(report: Report, cfg: SearchEvalConfig, tag: str | None) -> Bas
         "invariants": {
             k: bool(v.get("passed"))
             for k, v in report.get("invariants", {}).items()
-            if v.get("status") != "skipped"
+            if v.get("status") not in ("skipped", "errored")
         },
         "known_failures": make_ledger(report),
     }

@@ -187,7 +187,7 @@ class InvariantOutcome:
 
     case_id: str
     invariant: str
-    status: str  # "passed" | "failed" | "skipped"
+    status: str  # "passed" | "failed" | "skipped" | "errored" (its search errored)
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
     reasons: list[Reason] = field(default_factory=list)
@@ -252,22 +252,29 @@ class InvariantCase:
             return self.check(target)
         except TargetUnavailable as exc:
             # A filter the target cannot be asked for makes the case uncheckable, not failed.
-            cannot_ask = isinstance(exc, FilterUnsupported)
+            if isinstance(exc, FilterUnsupported):
+                return InvariantOutcome(
+                    self.id,
+                    self.invariant,
+                    "skipped",
+                    f"{self.id}: not checkable on this target: {exc}",
+                    {"unavailable": str(exc)},
+                )
+            # A search that errored: an error of the run, not the invariant's verdict.
+            searched = getattr(exc, "searched", None)
             return InvariantOutcome(
                 self.id,
                 self.invariant,
-                "skipped" if cannot_ask else "failed",
-                f"{self.id}: "
-                + ("not checkable on this target" if cannot_ask else "the target could not answer")
-                + f": {exc}",
-                {"unavailable": str(exc)},
+                "errored",
+                f"{self.id}: not judged: the target could not answer: {exc}",
+                {"unavailable": str(exc)} | ({"query": searched} if searched else {}),
             )
 
     def run(self, target: SearchTarget) -> InvariantOutcome:
         """The outcome when the invariant holds; raise on failure; skip when not checkable."""
         __tracebackhide__ = True
         outcome = self.outcome(target)
-        if outcome.status == "failed":
+        if outcome.status in ("failed", "errored"):
             raise InvariantFailure(outcome)
         if outcome.status == "skipped":
             try:
@@ -393,9 +400,18 @@ class Searcher:
         key = _request_key(self.profile, text, limit, filters, extract)
         if self._cache is not None and key in self._cache:
             return self._cache[key]
-        response = self.target.search(
-            text, profile=self.profile, limit=limit, filters=dict(filters or {}), extract=extract
-        )
+        try:
+            response = self.target.search(
+                text,
+                profile=self.profile,
+                limit=limit,
+                filters=dict(filters or {}),
+                extract=extract,
+            )
+        except TargetUnavailable as exc:
+            # Which search errored: the gate counts it with that query's own errors, once.
+            exc.searched = text  # type: ignore[attr-defined]
+            raise
         if self._cache is not None:
             response = self._cache[key] = lean(response)
         return response

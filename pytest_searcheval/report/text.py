@@ -44,12 +44,16 @@ def invariant_lines(summary: Mapping[str, Any] | None) -> list[str]:
     """Terminal/Markdown-neutral lines: a per-invariant table, conformance, extraction."""
     if not summary:
         return []
+    rows = summary["invariants"]
+    errored = any(r.get("errored") for r in rows.values())  # a column only when any errored
     body = [
         [name, str(r["cases"]), str(r["passed"]), str(r["failed"]), str(r["skipped"])]
-        for name, r in summary["invariants"].items()
+        + ([str(r.get("errored", 0))] if errored else [])
+        for name, r in rows.items()
     ]
     lines = ["invariants:"]
-    lines += _table(["invariant", "cases", "passed", "failed", "skipped"], body)
+    head = ["invariant", "cases", "passed", "failed", "skipped"] + (["errored"] if errored else [])
+    lines += _table(head, body)
     lines += [line for line in (conformance_line(summary), extraction_line(summary)) if line]
     return lines
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from plugin_helpers import make_project
+from plugin_helpers import make_project, read_report
 
 pytest_plugins = ["pytester"]
 
@@ -66,3 +66,31 @@ def test_a_case_the_target_could_not_answer_is_never_a_known_failure() -> None:
     failed = {**could_not, "id": "threshold-compliance-q3", "details": {}, "message": "over"}
     report = {"queries": {}, "invariants": {r["id"]: r for r in (could_not, failed)}}
     assert list(make_ledger(report)["invariants"]) == ["threshold-compliance-q3"]  # type: ignore[arg-type]
+
+
+def test_a_search_error_counts_once_under_the_error_rule(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(pytester)
+    pytester.runpytest(*ARGS, "--search-eval-update-baseline")  # every search answers
+    monkeypatch.setenv("SEARCHEVAL_ERROR", "rain forecast city")
+    result = pytester.runpytest(*ARGS, "--search-eval-max-errors=1")
+    # The query test's error is the one failure; the invariant cases that searched q4 are
+    # not judged (no regression, no known failure), and the gate tolerates one error.
+    outcomes = result.parseoutcomes()
+    assert outcomes["failed"] == 1 and "xfailed" not in outcomes
+    result.stdout.fnmatch_lines(
+        [
+            "gate: PASSED",
+            "*[[]passed[]] no search errors: errored queries: hybrid 1 (q4); lexical 1 (q4); "
+            "semantic 1 (q4) (tolerance 1 per profile)",
+            "*[[]passed[]] invariants not below baseline: * not judged (search errors)",
+            "SKIPPED * threshold-compliance-q4: not judged: the target could not answer: "
+            "HTTP 503 Service Unavailable (a search error: *",
+        ]
+    )
+    assert "regression: this test passed in the baseline" not in result.stdout.str()
+    report = read_report(pytester)
+    case = report["invariants"]["threshold-compliance-q4"]
+    assert case["status"] == "errored" and case["details"]["query"] == "rain forecast city"
+    assert report["invariant_summary"]["invariants"]["threshold-compliance"]["errored"] == 1
