@@ -6,7 +6,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from pytest_searcheval.targets.protocol import Hit, SearchResponse, response_from_json
+from pytest_searcheval.targets.protocol import (
+    Hit,
+    SearchFailed,
+    SearchResponse,
+    TargetUnavailable,
+    response_from_json,
+)
 
 
 def _coerce(result: Any) -> SearchResponse:
@@ -71,7 +77,14 @@ class CallableTarget:
         import time
 
         start = time.perf_counter()
-        result = self.fn(query, profile=profile, limit=limit, filters=filters, extract=extract)
+        try:
+            result = self.fn(query, profile=profile, limit=limit, filters=filters, extract=extract)
+        except TargetUnavailable:
+            raise
+        except Exception as exc:
+            # The function's own failure is this search's error, in one line wherever it
+            # shows (a query test, an invariant case), never a traceback of the plugin.
+            raise SearchFailed(f"{type(exc).__name__}: {exc}") from exc
         elapsed = (time.perf_counter() - start) * 1000.0
         response = _coerce(result)
         if response.latency_ms is None:

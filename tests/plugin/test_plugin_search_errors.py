@@ -94,3 +94,29 @@ def test_a_search_error_counts_once_under_the_error_rule(
     case = report["invariants"]["threshold-compliance-q4"]
     assert case["status"] == "errored" and case["details"]["query"] == "rain forecast city"
     assert report["invariant_summary"]["invariants"]["threshold-compliance"]["errored"] == 1
+
+
+def test_a_callable_targets_exception_is_one_line_in_an_invariant_case(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(pytester)
+    conftest = pytester.path / "conftest.py"
+    text = conftest.read_text(encoding="utf-8")
+    conftest.write_text(
+        text.replace(
+            '    if os.environ.get("SEARCHEVAL_ERROR") == query:\n',
+            '    if os.environ.get("SEARCHEVAL_RAISE") == query:\n'
+            "        raise ConnectionError('connection reset')\n"
+            '    if os.environ.get("SEARCHEVAL_ERROR") == query:\n',
+        ),
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("SEARCHEVAL_RAISE", "rain forecast city")
+    result = pytester.runpytest(*ARGS, "-k", "threshold-compliance-q4")
+    result.stdout.fnmatch_lines(
+        [
+            "SKIPPED * threshold-compliance-q4: not judged: the target could not answer: "
+            "ConnectionError: connection reset (a search error: *"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str() and "def search" not in result.stdout.str()
