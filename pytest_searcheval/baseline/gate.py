@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -118,6 +118,25 @@ class GateContext:
         value = (prof.get("aggregates") or {}).get(measure) if prof else None
         return None if value is None else float(value)
 
+    def errored(self, profile: str) -> list[str]:
+        """The queries whose search errored on ``profile`` (not scored there)."""
+        queries = self.report.get("queries") or {}
+        return sorted(q for q, d in queries.items() if profile in (d.get("errors") or {}))
+
+    def base_mean_on(self, profile: str, measure: str, left_out: Sequence[str]) -> float | None:
+        """The baseline's mean of ``measure`` over its per-query values without the
+        ``left_out`` queries: the queries this run scored (None: no such values)."""
+        if self.baseline is None:
+            return None
+        prof: Mapping[str, Any] = (self.baseline.get("profiles") or {}).get(profile) or {}
+        per_query: Mapping[str, Any] = prof.get("queries") or {}
+        values = [
+            float(v[measure])
+            for q, v in per_query.items()
+            if q not in left_out and isinstance(v, Mapping) and v.get(measure) is not None
+        ]
+        return sum(values) / len(values) if values else None
+
 
 #: The reason a rule comparing aggregates skips on a partial run (``-k``, ``--lf``, ``-x``).
 PARTIAL = "partial run (selected queries only)"
@@ -184,6 +203,18 @@ def rule_measures_vs_baseline(ctx: GateContext) -> list[Rule]:
         why = ctx.no_baseline or ctx.partial
         now = ctx.mean(ctx.gated, m)
         before = ctx.base_mean(ctx.gated, m)
+        errored = ctx.errored(ctx.gated)
+        on = ""
+        if errored and not why and before is not None:
+            # This run's mean leaves the errored queries out: the baseline's is taken over
+            # the same queries, so the comparison is of like with like.
+            whole = before
+            before = ctx.base_mean_on(ctx.gated, m, errored)
+            shown = ", ".join(errored[:10]) + (" ..." if len(errored) > 10 else "")
+            on = (
+                f"; on the queries that answered: {len(errored)} errored, not scored "
+                f"({shown}), baseline over every query {whole:.4f}"
+            )
         if why:
             out.append(Rule(name, "skipped", why))
         elif now is None or before is None:
@@ -196,7 +227,7 @@ def rule_measures_vs_baseline(ctx: GateContext) -> list[Rule]:
                     name,
                     "passed" if ok else "failed",
                     f"{now:.4f} vs baseline {before:.4f} (floor {floor:.4f}, "
-                    f"tolerance {tolerance:g}, change {now - before:+.4f})",
+                    f"tolerance {tolerance:g}, change {now - before:+.4f}){on}",
                 )
             )
     return out

@@ -690,6 +690,14 @@ def _limitations(
             f"({unanswerable} declared unanswerable) have no judged document with grade >= "
             f"{relevance_level} and are scored by no-result accuracy only."
         )
+    errored = [r["qid"] for r in ordered if evaluated(r) and r.get("errors")]
+    if errored:
+        shown = ", ".join(errored[:10]) + (" ..." if len(errored) > 10 else "")
+        notes.append(
+            f"{len(errored)} of the queries that enter the relevance measures errored and are "
+            f"not scored on the profiles where their search errored ({shown}): those "
+            "profiles' means are over the queries that answered (queries[q].errors)."
+        )
     provenance = getattr(collection, "provenance", {}) or {}
     sources = {
         str((d.sidecar or {}).get("source"))

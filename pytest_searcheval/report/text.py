@@ -149,15 +149,17 @@ def relevance_lines(report: Report) -> list[str]:
         return []
     if run.get("trec_compat"):
         judged = [q for q, d in queries.items() if d.get("judged", True)]
+        scored, errored = _scored(report, judged)
         return [
-            f"relevance measures over {len(judged)} of {len(queries)} queries: every judged "
-            "query counts (trec-compat), a query without a relevant document scores 0"
+            f"relevance measures over {scored} of {len(queries)} queries: every judged "
+            "query counts (trec-compat), a query without a relevant document scores 0" + errored
         ]
     inside = [q for q, d in queries.items() if d.get("relevant", 0) > 0]
     outside = [q for q, d in queries.items() if d.get("relevant", 0) <= 0]
+    scored, errored = _scored(report, inside)
     line = (
-        f"relevance measures over {len(inside)} of {len(queries)} queries (a judged document "
-        f"of grade >= {level})"
+        f"relevance measures over {scored} of {len(queries)} queries (a judged document "
+        f"of grade >= {level}){errored}"
     )
     if outside:
         unanswerable = [q for q in outside if queries[q].get("unanswerable")]
@@ -170,6 +172,30 @@ def relevance_lines(report: Report) -> list[str]:
             parts.append(f"{len(other)} with no document of grade >= {level}: {shown}")
         line += "; left out: " + "; ".join(parts)
     return [line]
+
+
+def _scored(report: Report, inside: Sequence[str]) -> tuple[int, str]:
+    """How many of the ``inside`` queries the gated profile scored, and the note naming the
+    ones whose search errored (per profile; left out of that profile's means)."""
+    queries = report["queries"]
+    gated = str(report["run"].get("gated_profile") or "")
+    by_profile: dict[str, list[str]] = {}
+    for q in inside:
+        for profile in queries[q].get("errors") or {}:
+            by_profile.setdefault(str(profile), []).append(q)
+    if not by_profile:
+        return len(inside), ""
+    lists = {tuple(v) for v in by_profile.values()}
+    if len(lists) == 1 and len(by_profile) == len(report["profiles"]):
+        qids = next(iter(lists))
+        shown = ", ".join(qids[:8]) + (", ..." if len(qids) > 8 else "")
+        note = f"; {len(qids)} errored, not scored: {shown}"
+    else:
+        note = "; errored, not scored: " + "; ".join(
+            f"{p} {len(v)} ({', '.join(v[:8])}{', ...' if len(v) > 8 else ''})"
+            for p, v in sorted(by_profile.items())
+        )
+    return len(inside) - len(by_profile.get(gated, [])), note
 
 
 def shows_latency(report: Report) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from plugin_helpers import make_project, read_report
 
@@ -120,3 +122,37 @@ def test_a_callable_targets_exception_is_one_line_in_an_invariant_case(
         ]
     )
     assert "Traceback" not in result.stdout.str() and "def search" not in result.stdout.str()
+
+
+def test_errored_queries_are_counted_and_the_gate_compares_the_same_queries(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(pytester)
+    ini = pytester.path / "tox.ini"
+    ini.write_text(
+        ini.read_text(encoding="utf-8").replace(
+            "search_eval_gated_profile = hybrid", "search_eval_gated_profile = lexical"
+        ),
+        encoding="utf-8",
+    )
+    pytester.runpytest(*ARGS, "--search-eval-update-baseline")
+    baseline = json.loads((pytester.path / "baselines" / "baseline.json").read_text())
+    lexical = baseline["profiles"]["lexical"]
+    answered = [v["nDCG@10"] for q, v in lexical["queries"].items() if q in ("q1", "q2")]
+    monkeypatch.setenv("SEARCHEVAL_ERROR", "rain forecast city")
+    result = pytester.runpytest(*ARGS, "--search-eval-max-errors=1")
+    report = read_report(pytester)
+    now = report["profiles"]["lexical"]["measures"]["nDCG@10"]["mean"]
+    whole = lexical["aggregates"]["nDCG@10"]
+    before = sum(answered) / len(answered)
+    assert abs(before - whole) > 1e-3  # the errored query moves the baseline's mean
+    result.stdout.fnmatch_lines(
+        [
+            "relevance measures over 2 of 4 queries (a judged document of grade >= 2); "
+            "1 errored, not scored: q4; left out: 1 unanswerable *",
+            f"*[[]passed[]] lexical nDCG@10 vs baseline: {now:.4f} vs baseline {before:.4f} "
+            f"(*); on the queries that answered: 1 errored, not scored (q4), baseline over "
+            f"every query {whole:.4f}",
+        ]
+    )
+    assert any("errored and are not scored" in n for n in report["limitations"])
