@@ -631,14 +631,27 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False, timeout=30)
 
 
+def _baseline_tags(root: Path, rel: str) -> str:
+    """Which tags of the repository at ``root`` are baseline tags (``searcheval-*``, or
+    any tag holding a copy of ``rel``), for people; empty when there is none."""
+    listed = _git(root, "tag", "--list")
+    tags = listed.stdout.decode().split() if listed.returncode == 0 else []
+    named = [t for t in tags if t.startswith("searcheval-")]
+    if named:
+        shown = ", ".join(named[:3]) + (" ..." if len(named) > 3 else "")
+        return f"the repository has searcheval tags ({shown})"
+    for t in tags[:200]:
+        if _git(root, "cat-file", "-e", f"{t}:{rel}").returncode == 0:
+            return f"tag {t} holds a copy of {rel}"
+    return ""
+
+
 def verify_baseline(path: Path, baseline: Baseline | None) -> Rule:
     """The baseline must equal, byte for byte, ``git show TAG:path`` for the tag it names."""
     name = "baseline matches its git tag"
     if baseline is None:
         return Rule(name, "skipped", f"no baseline at {path}")
     tag = baseline.get("tag")
-    if not tag:
-        return Rule(name, "unverified", "the baseline names no tag")
     if shutil.which("git") is None:
         return Rule(name, "unverified", "git is not installed")
     top = _git(path.parent, "rev-parse", "--show-toplevel")
@@ -646,8 +659,19 @@ def verify_baseline(path: Path, baseline: Baseline | None) -> Rule:
         return Rule(name, "unverified", f"{path} is not in a git repository")
     root = Path(top.stdout.decode().strip())
     rel = path.resolve().relative_to(root.resolve()).as_posix()
-    if _git(root, "rev-parse", "-q", "--verify", f"refs/tags/{tag}").returncode != 0:
-        return Rule(name, "unverified", f"tag {tag} not found in {root}")
+    if not tag or _git(root, "rev-parse", "-q", "--verify", f"refs/tags/{tag}").returncode != 0:
+        missing = f"tag {tag} not found in {root}" if tag else "the baseline names no tag"
+        # A clone without tags cannot check (unverified); a repository that holds baseline
+        # tags can, and a tag name that does not exist there is how an edit would hide.
+        tagged = _baseline_tags(root, rel)
+        if tagged:
+            return Rule(
+                name,
+                "failed",
+                f"{missing}, though {tagged}: tag the commit that holds this baseline "
+                f"(`git tag {tag or '<name>'}`), or restore the tagged copy",
+            )
+        return Rule(name, "unverified", missing)
     shown = _git(root, "show", f"{tag}:{rel}")
     if shown.returncode != 0:
         return Rule(name, "failed", f"{rel} does not exist at tag {tag}")

@@ -358,6 +358,43 @@ def test_baseline_tamper_check_against_its_tag(pytester: pytest.Pytester) -> Non
         ["*[[]failed[]] baseline matches its git tag: *differs from the copy at tag eval-v1*"]
     )
 
+    # Naming a tag that does not exist, or none, hides no edit where the baseline was tagged.
+    for renamed in ("eval-v2", None):
+        path.write_text(json.dumps({**data, "tag": renamed}, indent=2, sort_keys=True) + "\n")
+        result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
+        assert result.ret == 1
+        result.stdout.fnmatch_lines(
+            [
+                "*[[]failed[]] baseline matches its git tag: * though tag eval-v1 holds a copy "
+                "of baselines/baseline.json: tag the commit *"
+            ]
+        )
+
+
+def test_a_missing_tag_fails_where_the_repository_has_searcheval_tags(
+    pytester: pytest.Pytester,
+) -> None:
+    make_project(pytester)
+    pytester.runpytest("--search-eval", "--search-eval-update-baseline", "-p", "no:cacheprovider")
+    _git(pytester.path, "init", "-q")
+    _git(pytester.path, "add", "collection.yaml")
+    _git(pytester.path, "commit", "-q", "-m", "collection")
+    # a clone with no baseline tag fetched cannot check: unverified, the gate passes
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        ["*[[]unverified[]] baseline matches its git tag: tag * not found*"]
+    )
+    assert result.ret == 0
+    _git(pytester.path, "tag", "searcheval-tiny-older")
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        [
+            "*[[]failed[]] baseline matches its git tag: tag searcheval-tiny-* not found in *, "
+            "though the repository has searcheval tags (searcheval-tiny-older): *"
+        ]
+    )
+    assert result.ret == 1
+
 
 def test_step_summary_is_appended(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
