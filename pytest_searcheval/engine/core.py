@@ -27,7 +27,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,6 +124,10 @@ class Engine(EngineWrites, EngineReads):
         self._hnsw = False
         self._recall: dict[str, Any] | None = None
         self._recall_queries: list[str] = []
+        #: live or tombstoned listing id -> why it has no stored embedding (engine/writes.py)
+        self._unembedded: Mapping[str, str] = {}
+        #: embedding counts of the last write that embedded (seed, upsert, reindex)
+        self.embedding_write: dict[str, Any] | None = None
         self.timings: dict[str, float] = {}
         self.calibration: dict[str, Any] = {"status": "rules from settings"}
         self._closed = False
@@ -271,6 +275,8 @@ class Engine(EngineWrites, EngineReads):
             raise
         clone.calibration = self.calibration
         clone._recall_queries = self._recall_queries
+        clone._unembedded = self._unembedded
+        clone.embedding_write = self.embedding_write
         try:
             with self._write_lock, clone.schema.connection() as conn:
                 documents.copy_tables(conn, source.name, clone.schema_name)
@@ -329,6 +335,8 @@ class Engine(EngineWrites, EngineReads):
         copy.versions = dict(self.versions)
         copy.calibration = self.calibration
         copy._recall_queries = self._recall_queries
+        copy._unembedded = self._unembedded  # replaced, never changed, by a write
+        copy.embedding_write = self.embedding_write
         copy.catalog = self.catalog  # shared as a clone shares it
         self._scratches.add(copy)
         return copy
@@ -371,6 +379,7 @@ class Engine(EngineWrites, EngineReads):
             **self.versions,
             "model": self.model_info(),
             "documents": len(catalog.docs) - len(catalog.tombstones),
+            "embeddings": self.embedding_counts(),
         }
 
     @property
@@ -384,9 +393,13 @@ class Engine(EngineWrites, EngineReads):
             counts = conn.execute(
                 "SELECT (SELECT count(*) FROM documents WHERE deleted_at IS NULL),"
                 " (SELECT count(*) FROM terms),"
-                " (SELECT count(*) FROM embeddings)"
+                " (SELECT count(*) FROM embeddings),"
+                " (SELECT count(*) FROM documents d JOIN embeddings e ON e.doc_id = d.id"
+                "  WHERE d.deleted_at IS NULL)"
             ).fetchone()
-        n_docs, n_postings, n_vectors = counts if counts is not None else (0, 0, 0)
+        n_docs, n_postings, n_vectors, n_live_vectors = (
+            counts if counts is not None else (0, 0, 0, 0)
+        )
         return {
             "engine": "pytest-searcheval reference engine",
             "schema": self.schema_name,
@@ -396,7 +409,13 @@ class Engine(EngineWrites, EngineReads):
             "documents": int(n_docs),
             "tombstones": len(self.catalog.tombstones),
             "postings": int(n_postings),
-            "embeddings": int(n_vectors),
+            # the counts the writes kept, and the stored rows: every vector (tombstoned
+            # listings' too) and those of live listings, which equal "embedded"
+            "embeddings": {
+                **self.embedding_counts(),
+                "stored": int(n_vectors),
+                "stored_live": int(n_live_vectors),
+            },
             "model": self.model_info(),
             "embedding_cache": self.embedder.cache_info(),
             "analyzer": "nfkc+casefold, strip accents, split non-alphanumerics, stop, porter",

@@ -61,9 +61,16 @@ class EmbeddingStats:
     cache_misses: int = 0
     failures: int = 0
     failed_keys: list[str] = field(default_factory=list)
+    #: text key -> why its last encoding failed (the exception's class, or
+    #: :data:`NO_VECTOR`); a later encoding that succeeds removes the key
+    failure_reasons: dict[str, str] = field(default_factory=dict)
     #: cache rows that failed verification (re-encoded), and the first keys of them
     rejected: int = 0
     rejected_keys: list[str] = field(default_factory=list)
+
+
+#: the reason recorded when the encoder gave no vector without raising
+NO_VECTOR = "no vector"
 
 
 class EmbeddingCacheWarning(UserWarning):
@@ -119,6 +126,8 @@ class Embedder:
         #: seconds spent importing sentence-transformers and loading the model (0: not loaded)
         self.load_seconds = 0.0
         self._memory: OrderedDict[str, Vector] = OrderedDict()
+        #: text -> the exception class of its failed encoding, filled by :meth:`_encode`
+        self._raised: dict[str, str] = {}
         self._memory_items = memory_items
         #: False makes every call encode (benchmarks measure the uncached path); still writes.
         self.read_cache = True
@@ -366,9 +375,16 @@ class Embedder:
             for text in texts:
                 try:
                     out.append(self.encode([text])[0])
-                except Exception:
+                except Exception as exc:
+                    self._raised[text] = type(exc).__name__
                     out.append(None)
             return out
+
+    def failure_reason(self, text: str) -> str | None:
+        """Why the last encoding of ``text`` failed (an exception's class name, or
+        :data:`NO_VECTOR`); ``None`` when it did not fail or was never encoded."""
+        with self._lock:
+            return self.stats.failure_reasons.get(text_key(text))
 
     def embed(self, texts: Sequence[str]) -> list[Vector | None]:
         """Vectors in input order; ``None`` where encoding failed (counted in stats.failures)."""
@@ -418,7 +434,9 @@ class Embedder:
                     if vec is None:
                         self.stats.failures += 1
                         self.stats.failed_keys.append(key)
+                        self.stats.failure_reasons[key] = self._raised.pop(text_of[key], NO_VECTOR)
                         continue
+                    self.stats.failure_reasons.pop(key, None)
                     self._remember(key, vec)
                     blob = vec.astype("<f4").tobytes()
                     dim = int(vec.shape[0])
@@ -433,6 +451,7 @@ class Embedder:
                         )
                     )
                 self._store(rows_out)
+            self._raised.clear()
         return [result[k] for k in keys]
 
     def _read_rows(self, keys: Sequence[str]) -> list[tuple[str, Vector | None, str]]:

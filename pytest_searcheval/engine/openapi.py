@@ -39,6 +39,53 @@ ERROR = {
     },
 }
 
+_COUNT = {"type": "integer", "minimum": 0}
+
+#: what ``embeddings`` in ``/healthz`` holds (docs/report.md, "Embedding counts")
+EMBEDDINGS = {
+    "type": "object",
+    "description": "embedding completeness of the live catalog",
+    "required": ["listings", "embedded", "failed", "fallback", "reasons"],
+    "properties": {
+        "listings": {**_COUNT, "description": "live listings indexed"},
+        "embedded": {**_COUNT, "description": "listings with a stored embedding"},
+        "failed": {**_COUNT, "description": "listings whose embedding failed"},
+        "fallback": {**_COUNT, "description": "listings served without their embedding"},
+        "reasons": {
+            "type": "object",
+            "additionalProperties": _COUNT,
+            "description": "reason class of a failure -> listings",
+        },
+        "last_write": {
+            "type": ["object", "null"],
+            "description": "the same counts for the last write that embedded",
+            "properties": {
+                "operation": {"type": "string", "enum": ["seed", "upsert", "reindex"]},
+                "listings": _COUNT,
+                "embedded": _COUNT,
+                "failed": _COUNT,
+                "reasons": {"type": "object", "additionalProperties": _COUNT},
+            },
+        },
+    },
+}
+
+HEALTH = {
+    "type": "object",
+    "required": ["status"],
+    "properties": {
+        "status": {"type": "string", "enum": ["ok"]},
+        "profiles": {
+            "type": "object",
+            "additionalProperties": {"type": ["string", "null"]},
+            "description": "profile -> null when usable, else why it is unavailable",
+        },
+        "defaults": {"type": "object"},
+        "documents": {**_COUNT, "description": "live listings"},
+        "embeddings": EMBEDDINGS,
+    },
+}
+
 _STATUS_TEXT = {
     "308": "the engine's own parameter set (q=...) moved to /search",
     "400": "a parameter or field is invalid; `field` names it",
@@ -107,16 +154,19 @@ def _param(
     }
 
 
-def _responses(ok: str, statuses: Sequence[str]) -> dict[str, Any]:
+def _responses(
+    ok: str, statuses: Sequence[str], body: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    schema = dict(body) if body is not None else {"type": "object"}
     out: dict[str, Any] = {
-        "200": {"description": ok, "content": {"application/json": {"schema": {"type": "object"}}}}
+        "200": {"description": ok, "content": {"application/json": {"schema": schema}}}
     }
     for status in statuses:
-        body: dict[str, Any] = {"description": _STATUS_TEXT[status]}
+        answer: dict[str, Any] = {"description": _STATUS_TEXT[status]}
         if status != "308":
             ref = {"$ref": "#/components/schemas/Error"}
-            body["content"] = {"application/json": {"schema": ref}}
-        out[status] = body
+            answer["content"] = {"application/json": {"schema": ref}}
+        out[status] = answer
     return out
 
 
@@ -171,7 +221,7 @@ def document(
     }
     record, record_defs = _record_schema()
     components = spec.setdefault("components", {})
-    components.setdefault("schemas", {}).update({"Error": ERROR, **record_defs})
+    components.setdefault("schemas", {}).update({"Error": ERROR, "Health": HEALTH, **record_defs})
     components["schemas"]["DocumentRecord"] = record
     components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
     doc_id = {
@@ -194,7 +244,10 @@ def document(
             "parameters": [_param(p, **limits) for p in bazaar.LIST_PARAMS],
             "responses": _responses("x402 Bazaar resource list", ["400", "503"]),
         },
-        ("get", "/healthz"): {"parameters": [], "responses": _responses("healthy", ["503"])},
+        ("get", "/healthz"): {
+            "parameters": [],
+            "responses": _responses("healthy", ["503"], {"$ref": "#/components/schemas/Health"}),
+        },
         ("put", "/admin/resources/{doc_id}"): {
             "parameters": [doc_id],
             "requestBody": {

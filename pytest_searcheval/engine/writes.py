@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_searcheval.collection.model import Asset, Document
 from pytest_searcheval.engine import dense, documents
 from pytest_searcheval.engine.documents import document_from_record, embedding_text
+from pytest_searcheval.engine.embed import NO_VECTOR
 
 if TYPE_CHECKING:
     import psycopg
@@ -41,15 +42,70 @@ class EngineWrites:
     _hnsw: bool
     _recall: dict[str, Any] | None
     _recall_queries: list[str]
+    _unembedded: Mapping[str, str]
+    embedding_write: dict[str, Any] | None
+
+    def _embed(self, docs: Sequence[Document]) -> tuple[list[Any], dict[str, str]]:
+        """The vectors of ``docs`` (``None`` where encoding failed) and, for those that failed,
+        listing id -> the reason class (engine/embed.py: an exception's class or "no vector")."""
+        texts = [embedding_text(d) for d in docs]
+        vectors = self.embedder.embed(texts)
+        failed = {
+            d.id: self.embedder.failure_reason(text) or NO_VECTOR
+            for d, text, vec in zip(docs, texts, vectors, strict=True)
+            if vec is None
+        }
+        return vectors, failed
+
+    def _note_embeddings(
+        self, operation: str, docs: Sequence[Document], failed: Mapping[str, str], *, whole: bool
+    ) -> None:
+        """Record which listings of a committed write have no stored embedding: ``whole`` when
+        the write replaced every row (seed, reindex), else only ``docs`` changed."""
+        unembedded = {} if whole else dict(self._unembedded)
+        for d in docs:
+            unembedded.pop(d.id, None)
+        unembedded.update(failed)
+        self._unembedded = unembedded
+        self.embedding_write = {
+            "operation": operation,
+            "listings": len(docs),
+            "embedded": len(docs) - len(failed),
+            "failed": len(failed),
+            "reasons": dict(sorted(Counter(failed.values()).items())),
+        }
+
+    def embedding_counts(self) -> dict[str, Any]:
+        """Embedding completeness of the live catalog (no database round trip): ``listings``
+        indexed, ``embedded`` (with a stored embedding), ``failed`` (their encoding failed),
+        ``fallback`` (served without an embedding: lexical evidence only), ``reasons`` (reason
+        class -> listings) and ``last_write`` (the same for the last write that embedded)."""
+        catalog = self.catalog
+        unembedded = self._unembedded
+        live = len(catalog.docs) - len(catalog.tombstones)
+        missing = [
+            why
+            for doc_id, why in unembedded.items()
+            if doc_id in catalog.docs and doc_id not in catalog.tombstones
+        ]
+        return {
+            "listings": live,
+            "embedded": live - len(missing),
+            "failed": len(missing),
+            "fallback": len(missing),
+            "reasons": dict(sorted(Counter(missing).items())),
+            "last_write": self.embedding_write,
+        }
 
     def _seed(self, docs: Sequence[Document]) -> None:
         t0 = time.perf_counter()
-        vectors = self.embedder.embed([embedding_text(d) for d in docs])
+        vectors, failed = self._embed(docs)
         t1 = time.perf_counter()
         with self._write_lock, self.schema.connection() as conn:
             with conn.transaction():
                 written = self._write(conn, docs, vectors)
             t2 = time.perf_counter()
+            self._note_embeddings("seed", docs, failed, whole=True)
             self._after_write(conn, docs, written)
         self.timings.update(
             embed_seconds=t1 - t0, write_seconds=t2 - t1, index_seconds=time.perf_counter() - t0
@@ -129,11 +185,12 @@ class EngineWrites:
         if not by_id:
             return
         docs = list(by_id.values())
-        vectors = self.embedder.embed([embedding_text(d) for d in docs])
+        vectors, failed = self._embed(docs)
         with self._write_lock, self.schema.connection() as conn:
             with conn.transaction():
                 conn.execute("DELETE FROM documents WHERE id = ANY(%s)", (list(by_id),))
                 written = self._write(conn, docs, vectors)
+            self._note_embeddings("upsert", docs, failed, whole=False)
             self._after_write(conn, docs, written)
 
     def delete(self, doc_id: str) -> bool:
@@ -174,7 +231,7 @@ class EngineWrites:
         with self._write_lock:
             t0 = time.perf_counter()
             docs = self.catalog.live()
-            vectors = self.embedder.embed([embedding_text(d) for d in docs])
+            vectors, failed = self._embed(docs)
             with self.schema.connection() as conn:
                 with conn.transaction():
                     conn.execute("DELETE FROM documents")
@@ -187,6 +244,7 @@ class EngineWrites:
                         lambda ids: dense.stored_unit_vectors(conn, ids),
                         self.assets,
                     )
+                self._note_embeddings("reindex", docs, failed, whole=True)
                 self.catalog = fresh
                 if self._hnsw and len(fresh) >= self.settings.dense.exact_below:
                     self._rebuild_hnsw(conn)

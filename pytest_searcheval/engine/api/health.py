@@ -44,5 +44,8 @@ def healthz(request: Request) -> JSONResponse:
             "pgvector": facts.get("pgvector"),
             "model": facts.get("model"),
             "documents": facts.get("documents"),
+            # embedding completeness (docs/report.md, "Embedding counts"): the report's
+            # quality.embeddings and the gate rule "no embedding fallback" read it
+            "embeddings": facts.get("embeddings"),
         }
     )
