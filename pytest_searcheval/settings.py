@@ -261,6 +261,12 @@ class SearchEvalConfig:
         None, "p99 latency budget in ms (enables latency tests)", check=_non_negative
     )
     latency_rounds: int = setting(200, "requests per latency test", check=_positive)
+    embedding_fallback_tolerance: int = setting(
+        0,
+        "listings the gate rule 'no embedding fallback' allows to have failed to embed or be "
+        "served without their embedding (the target's embedding counts)",
+        check=_non_negative,
+    )
     bootstrap_samples: int = setting(1000, "bootstrap resamples", check=_positive)
     permutations: int = setting(10000, "randomization test permutations", check=_positive)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)

@@ -433,6 +433,54 @@ def rule_integrity(ctx: GateContext) -> list[Rule]:
     return [integrity]
 
 
+def rule_embedding_fallback(ctx: GateContext) -> list[Rule]:
+    """No listing's embedding failed and none is served without it, within
+    ``embedding_fallback_tolerance`` (0); judged on the target's counts
+    (``quality.embeddings``, docs/report.md), skipped as not measured without them."""
+    name = "no embedding fallback"
+    quality = ctx.report.get("quality") or {}
+    counts = quality.get("embeddings")
+    if not counts:
+        why = (quality.get("not_measured") or {}).get(
+            "embeddings", "the target reports no embedding counts"
+        )
+        return [Rule(name, "skipped", f"not measured: {why}")]
+    judged: dict[str, int] = {}
+    for key in ("failed", "fallback"):
+        value = counts.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return [Rule(name, "failed", f"embeddings.{key} is {value!r}, expected a count >= 0")]
+        judged[key] = value
+    if not judged:
+        return [
+            Rule(
+                name,
+                "skipped",
+                "not measured: the target's embedding counts name no failed or fallback listings",
+            )
+        ]
+    tolerance = ctx.cfg.embedding_fallback_tolerance
+    said = []
+    if isinstance(counts.get("embedded"), int) and isinstance(counts.get("listings"), int):
+        said.append(f"{counts['embedded']} of {counts['listings']} listings embedded")
+    if "failed" in judged:
+        reasons = counts.get("reasons")
+        why = (
+            " (" + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) + ")"
+            if isinstance(reasons, Mapping) and reasons and judged["failed"]
+            else ""
+        )
+        said.append(f"{judged['failed']} failed{why}")
+    if "fallback" in judged:
+        said.append(f"{judged['fallback']} served without their embedding")
+    over = any(v > tolerance for v in judged.values())
+    return [
+        Rule(name, "failed" if over else "passed", ", ".join(said) + f"; tolerance {tolerance}")
+    ]
+
+
 #: The built-in rules, in the order the gate reports them (docs/report.md, "Gate rules").
 RULES: tuple[GateRule, ...] = (
     rule_gated_available,
@@ -447,6 +495,7 @@ RULES: tuple[GateRule, ...] = (
     rule_invariants,
     rule_dataset_and_model,
     rule_latency,
+    rule_embedding_fallback,
     rule_hand_written,
     rule_integrity,
 )

@@ -34,10 +34,26 @@ def quality_lines(q: Mapping[str, Any] | None) -> list[str]:
         )
     emb = q.get("embeddings")
     if emb:
-        lines.append("embeddings: " + ", ".join(f"{k} {v}" for k, v in sorted(emb.items())))
+        lines.append(embedding_line(emb))
     for key, reason in sorted((q.get("not_measured") or {}).items()):
         lines.append(f"not measured: {key}: {reason}")
     return lines
+
+
+def embedding_line(emb: Mapping[str, Any]) -> str:
+    """``embeddings: 525 of 525 listings embedded, 0 failed, 0 served without one`` and the
+    failures' reason classes; a count the target left out is not shown."""
+    parts: list[str] = []
+    if "embedded" in emb and "listings" in emb:
+        parts.append(f"{emb['embedded']} of {emb['listings']} listings embedded")
+    if "failed" in emb:
+        parts.append(f"{emb['failed']} failed")
+    if "fallback" in emb:
+        parts.append(f"{emb['fallback']} served without one")
+    reasons = emb.get("reasons")
+    if isinstance(reasons, Mapping) and reasons:
+        parts.append("reasons: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+    return "embeddings: " + (", ".join(parts) or "no counts")
 
 
 def invariant_lines(summary: Mapping[str, Any] | None) -> list[str]:

@@ -184,6 +184,36 @@ def test_rule_latency() -> None:
     assert rule.status == "failed" and "hybrid p95 80.00 ms (budget 50)" in rule.detail
 
 
+def test_rule_embedding_fallback_judges_the_targets_counts() -> None:
+    rule = _one(gate.rule_embedding_fallback(_ctx()))
+    assert rule == Rule(
+        "no embedding fallback", "skipped", "not measured: the target reports no embedding counts"
+    )
+    report = _report()
+    counts = {"listings": 9, "embedded": 9, "failed": 0, "fallback": 0, "reasons": {}}
+    report["quality"] = {"embeddings": counts, "not_measured": {}}
+    assert _one(gate.rule_embedding_fallback(_ctx(report))) == Rule(
+        "no embedding fallback",
+        "passed",
+        "9 of 9 listings embedded, 0 failed, 0 served without their embedding; tolerance 0",
+    )
+    # a fallback alone fails it (a listing served without its vector, none failed)
+    report["quality"]["embeddings"] = dict(counts, embedded=8, fallback=1)
+    assert _one(gate.rule_embedding_fallback(_ctx(report))).status == "failed"
+    report["quality"]["embeddings"] = dict(
+        counts, embedded=8, failed=1, fallback=1, reasons={"RuntimeError": 1}
+    )
+    rule = _one(gate.rule_embedding_fallback(_ctx(report)))
+    assert rule.status == "failed" and "1 failed (RuntimeError 1)" in rule.detail
+    tolerant = dataclasses.replace(CFG, embedding_fallback_tolerance=1)
+    assert _one(gate.rule_embedding_fallback(_ctx(report, cfg=tolerant))).status == "passed"
+    report["quality"]["embeddings"] = dict(counts, failed=True)
+    rule = _one(gate.rule_embedding_fallback(_ctx(report)))
+    assert rule.status == "failed" and rule.detail.startswith("embeddings.failed is True")
+    report["quality"]["embeddings"] = {"listings": 9}
+    assert _one(gate.rule_embedding_fallback(_ctx(report))).status == "skipped"
+
+
 def test_rule_hand_written_judges_only_gated_tests() -> None:
     assert gate.rule_hand_written(_ctx()) == []
     report = _report()
