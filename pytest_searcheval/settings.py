@@ -519,10 +519,27 @@ def build(config: pytest.Config) -> SearchEvalConfig:
         raise ConfigError(
             f"{sources['gated_profile']}: {gated!r} is not among the profiles {list(profiles)}"
         )
+    _one_profile(values, sources)
     _follow_depth(values, sources)
     inv_values, inv_sources = resolve(config, _invariant_declared())
     values["extra"] = {"invariants": _invariant_settings(inv_values, inv_sources, root)}
     return SearchEvalConfig(**values)
+
+
+def _one_profile(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    """A URL template without ``{profile}`` serves one profile, ``default``: naming another
+    would send the same requests under two names."""
+    url = values.get("url")
+    if not url or "{query}" not in url or "{profile}" in url:
+        return
+    for key in ("profiles", "gated_profile", "gate_over"):
+        named = values.get(key)
+        names = (named,) if isinstance(named, str) else tuple(named or ())
+        other = [n for n in names if n != "default"]
+        if other:
+            from pytest_searcheval.targets.http import one_profile_error
+
+            raise ConfigError(f"{sources[key]}: {one_profile_error(url, other[0])}")
 
 
 def _follow_depth(values: dict[str, Any], sources: Mapping[str, str]) -> None:

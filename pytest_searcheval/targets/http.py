@@ -161,7 +161,15 @@ class HttpTarget:
             return {"error": "GET /healthz: body is not JSON"}
         return body if isinstance(body, Mapping) else {}
 
+    @property
+    def one_profile(self) -> bool:
+        """A template without ``{profile}``: every profile would send the same request, so
+        the target serves one, ``default``."""
+        return self.is_template and "{profile}" not in self.base_url
+
     def profiles(self) -> Mapping[str, str | None]:
+        if self.one_profile:
+            return {"default": None}
         health = self._health()
         profiles = health.get("profiles")
         if isinstance(profiles, Mapping):
@@ -198,6 +206,8 @@ class HttpTarget:
     ) -> SearchResponse:
         from urllib.parse import quote
 
+        if self.one_profile and profile != "default":
+            raise ValueError(one_profile_error(self.base_url, profile))
         params: dict[str, str] = {k: str(v) for k, v in (filters or {}).items() if v is not None}
         if not self.is_template:
             from pytest_searcheval.x402.vocabulary import BAZAAR_PARAMS
@@ -241,6 +251,14 @@ class HttpTarget:
         if not isinstance(body, Mapping):
             raise SearchFailed(f"unexpected JSON from GET {shown}", url=shown, attempts=attempts)
         return response_from_json(body, latency_ms=elapsed)
+
+
+def one_profile_error(template: str, profile: str) -> str:
+    """Why ``profile`` cannot be asked of a URL template without ``{profile}``."""
+    return (
+        f"profile {profile!r}: the URL template {template} has no {{profile}} placeholder, so "
+        "it serves one profile, 'default' (add {profile} to the template to send the profile)"
+    )
 
 
 def _tries(attempts: int) -> str:

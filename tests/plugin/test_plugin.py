@@ -218,6 +218,12 @@ def test_split_and_ini_precedence(pytester: pytest.Pytester) -> None:
             ["--search-eval-gated-profile", "bm25"],
             "--search-eval-gated-profile: 'bm25' is not among the profiles*",
         ),
+        (
+            ["--search-eval-url", "http://127.0.0.1:9/s?q={query}"],
+            "ini search_eval_profiles: profile 'lexical': the URL template "
+            "http://127.0.0.1:9/s?q={query} has no {profile} placeholder, so it serves one "
+            "profile, 'default'*",
+        ),
     ],
 )
 def test_bad_options_are_usage_errors(

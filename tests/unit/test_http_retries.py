@@ -42,14 +42,14 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 def test_a_503_then_an_answer_is_an_answer(waits: list[float]) -> None:
     target, _ = _target(_sequence(503, 502, 200), backoff=0.25)
-    assert target.search("q", profile="p").ids == ["d1"]
+    assert target.search("q", profile="default").ids == ["d1"]
     assert waits == [0.25, 0.5]
 
 
 def test_what_still_fails_names_url_and_attempts(waits: list[float]) -> None:
     target, _ = _target(_sequence(503, 503, 503))
     with pytest.raises(SearchFailed) as info:
-        target.search("weather", profile="p")
+        target.search("weather", profile="default")
     assert info.value.attempts == 3 and info.value.url == "http://search.test/s?q=weather"
     assert "HTTP 503" in str(info.value) and "3 attempts" in str(info.value)
 
@@ -57,7 +57,7 @@ def test_what_still_fails_names_url_and_attempts(waits: list[float]) -> None:
 def test_a_client_error_is_not_retried(waits: list[float]) -> None:
     target, _ = _target(_sequence(400))
     with pytest.raises(SearchFailed) as info:
-        target.search("q", profile="p")
+        target.search("q", profile="default")
     assert info.value.attempts == 1 and waits == []
 
 
@@ -65,7 +65,7 @@ def test_no_connection_on_every_attempt_is_unreachable(waits: list[float]) -> No
     refused = httpx.ConnectError("connection refused")
     target, _ = _target(_sequence(refused, refused), retries=1)
     with pytest.raises(TargetUnreachable, match=r"connection refused.*2 attempts"):
-        target.search("q", profile="p")
+        target.search("q", profile="default")
     target, _ = _target(_sequence(refused, 404))
     target.preflight()  # any answer, an error status included, is an answer
 
@@ -73,4 +73,13 @@ def test_no_connection_on_every_attempt_is_unreachable(waits: list[float]) -> No
 def test_retries_can_be_turned_off(waits: list[float]) -> None:
     target, _ = _target(_sequence(httpx.ReadTimeout("slow")), retries=0)
     with pytest.raises(TargetUnreachable, match=r"timed out after 1 s.*1 attempt"):
-        target.search("q", profile="p")
+        target.search("q", profile="default")
+
+
+def test_a_template_without_profile_serves_one_profile() -> None:
+    target, _ = _target(_sequence(200))
+    assert target.profiles() == {"default": None}
+    with pytest.raises(ValueError, match=r"'nope': the URL template .*s\?q=\{query\} has no"):
+        target.search("q", profile="nope")
+    templated = HttpTarget("http://search.test/s?q={query}&mode={profile}")
+    assert templated.profiles() == {}  # every configured profile is asked, by its name
