@@ -123,8 +123,30 @@ def asset_domain(manifest: Mapping[str, Any]) -> Domain | None:
     return next((get(name) for name in dict.fromkeys(_RECORD_KEYS.values())), None)
 
 
+#: documents mapping id -> (the mapping itself, its length, the domain its records name): a
+#: query test asks for every query, and the scan reads every document (generic corpora hold
+#: no record, so it reads them all: 0.08 s per query over 200,000 documents).
+_SCANNED: dict[int, tuple[Mapping[str, Document], int, str | None]] = {}
+_SCANNED_MAX = 8
+
+
 def domain_name(collection: Collection) -> str | None:
-    return named(collection.manifest, collection.documents.values())
+    """:func:`named` for a collection; the documents are scanned once per mapping and size
+    (documents are frozen; a collection gains or loses documents, it does not swap one
+    domain's document for another's in place)."""
+    declared = collection.manifest.get("domain")
+    if declared:
+        return str(declared)
+    documents = collection.documents
+    seen = _SCANNED.get(id(documents))
+    if seen is not None and seen[0] is documents and seen[1] == len(documents):
+        return seen[2]
+    name = named(collection.manifest, documents.values())
+    if len(_SCANNED) >= _SCANNED_MAX:
+        _SCANNED.pop(next(iter(_SCANNED)))
+    # the mapping is held, so its id cannot name another mapping while cached
+    _SCANNED[id(documents)] = (documents, len(documents), name)
+    return name
 
 
 def get(name: str) -> Domain:
