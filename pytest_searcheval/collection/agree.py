@@ -2,7 +2,8 @@
 
 Merge rule: equal grades are kept; grades one apart take the LOWER grade (a pair is only as
 relevant as its stricter judge says); grades two or more apart are "pending" until an
-adjudication file resolves them.
+adjudication file resolves them. On a two-grade scale (``--grades 0,1``) one apart is the whole
+scale, relevant against not relevant: every disagreement is pending there.
 
 Adjudication file (TSV, UTF-8, header required)::
 
@@ -100,8 +101,11 @@ def merge_judgments(
     pending: list[Disagreement] = []
     severe: list[Disagreement] = []
     one_apart = adjudicated = 0
+    # Grades closer than this are merged to the lower one; the rest await adjudication. On a
+    # two-grade scale one apart is the largest disagreement there is: nothing is merged.
+    merged_within = 0 if grades is not None and len(set(grades)) == 2 else 1
     for (q, d), x, y in zip(pairs, ga, gb, strict=True):
-        if abs(x - y) <= 1:
+        if abs(x - y) <= merged_within:
             one_apart += x != y
             merged.setdefault(q, {})[d] = min(x, y)
             continue
@@ -122,8 +126,9 @@ def merge_judgments(
     extra = sorted(k for k in adjudication if k not in needed)
     if extra:
         raise ValueError(
-            f"the adjudication names {len(extra)} pairs that are not two or more grades apart "
-            f"(e.g. {extra[:3]})"
+            f"the adjudication names {len(extra)} pairs that are not disagreements awaiting "
+            f"adjudication ({'any' if merged_within == 0 else 'two or more grades'} apart; "
+            f"e.g. {extra[:3]})"
         )
     return MergeResult(merged, pending, severe, one_apart, adjudicated, stats, pairs)
 

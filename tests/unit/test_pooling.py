@@ -233,21 +233,31 @@ def test_cli_pool_collect_agree(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert read_judgments(tmp_path / "a.tsv", [0, 1])["q2"] == {"d3": 1, "d4": 0}
     capsys.readouterr()
     merged = tmp_path / "merged.tsv"
-    code = main(
-        [
-            "agree",
-            str(tmp_path / "a.tsv"),
-            str(tmp_path / "b.tsv"),
-            "--grades",
-            "0,1",
-            "--out",
-            str(merged),
-        ]
-    )
+    adjudication = tmp_path / "adjudication.tsv"
+    agree = [
+        "agree",
+        str(tmp_path / "a.tsv"),
+        str(tmp_path / "b.tsv"),
+        "--grades",
+        "0,1",
+        "--out",
+        str(merged),
+        "--adjudicate",
+        str(adjudication),
+    ]
+    code = main(agree)
     printed = capsys.readouterr().out
-    assert code == 0 and "pairs:            4" in printed
-    assert "one apart, merged to the lower grade: 1" in printed
-    assert read_judgments(merged, [0, 1]) == {"q1": {"d3": 1, "d5": 1}, "q2": {"d3": 1, "d4": 0}}
+    # On a two-grade scale one apart is relevant against not: adjudicated, never merged.
+    assert code == 3 and "pairs:            4" in printed
+    assert "one apart, merged to the lower grade: 0" in printed
+    assert "pending adjudication: 1" in printed and not merged.exists()
+    head, row = adjudication.read_text(encoding="utf-8").splitlines()[:2]
+    cells = row.split("\t")
+    assert sorted(cells[2:4]) == ["0", "1"]
+    cells[4] = "1"
+    adjudication.write_text(head + "\n" + "\t".join(cells) + "\n", encoding="utf-8")
+    assert main(agree) == 0  # the adjudicated grade, not the lower one
+    assert read_judgments(merged, [0, 1]) == {"q1": {"d3": 1, "d5": 1}, "q2": {"d3": 1, "d4": 1}}
     assert main(["pool", "--collection", str(tmp_path / "c")]) == 2
     assert "name at least one report.json or --run FILE" in capsys.readouterr().err
     from pytest_searcheval.report import SCHEMA_VERSION
