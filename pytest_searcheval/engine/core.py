@@ -348,8 +348,8 @@ class Engine(EngineWrites, EngineReads):
         catalog version given, by default the current one)."""
         catalog = self.catalog if catalog is None else catalog
         semantic: str | None = None
-        live = len(catalog) - len(catalog.tombstones)
-        if catalog.docs and self.embedder.stats.failures >= live:
+        counts = self.embedding_counts(catalog)
+        if counts["listings"] and not counts["embedded"]:
             semantic = "every document embedding failed"
         return {
             "lexical": None,

@@ -75,12 +75,13 @@ class EngineWrites:
             "reasons": dict(sorted(Counter(failed.values()).items())),
         }
 
-    def embedding_counts(self) -> dict[str, Any]:
+    def embedding_counts(self, catalog: Catalog | None = None) -> dict[str, Any]:
         """Embedding completeness of the live catalog (no database round trip): ``listings``
         indexed, ``embedded`` (with a stored embedding), ``failed`` (their encoding failed),
         ``fallback`` (served without an embedding: lexical evidence only), ``reasons`` (reason
-        class -> listings) and ``last_write`` (the same for the last write that embedded)."""
-        catalog = self.catalog
+        class -> listings) and ``last_write`` (the same for the last write that embedded);
+        ``catalog``: of that catalog version instead of the current one."""
+        catalog = self.catalog if catalog is None else catalog
         unembedded = self._unembedded
         live = len(catalog.docs) - len(catalog.tombstones)
         missing = [

@@ -166,3 +166,24 @@ def test_a_scratch_copy_counts_its_own_writes(
     finally:
         copy.close()
     assert engine.embedding_counts()["failed"] == 1
+
+
+def test_semantic_search_is_unavailable_only_while_no_listing_has_an_embedding(
+    pg_server: Any,
+    collection_dir: Path,
+    records: list[dict[str, Any]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    embedder = FailingEmbedder(cache_dir=tmp_path_factory.mktemp("cache"))
+    embedder.poison.update(embedding_text(document_from_record(r)) for r in records)
+    settings = EngineSettings(no_result={})
+    collection = load(collection_dir)
+    with Engine.start(collection, dsn=pg_server.dsn, settings=settings, embedder=embedder) as eng:
+        assert eng.embedding_counts()["failed"] == N_DOCS
+        assert eng.profiles()["semantic"] == "every document embedding failed"
+        # the texts encode now: a reindex embeds them, and semantic search serves again
+        embedder.poison.clear()
+        eng.reindex()
+        assert eng.embedding_counts()["embedded"] == N_DOCS
+        assert eng.profiles()["semantic"] is None
+        assert eng.profiles()["hybrid"] is None
