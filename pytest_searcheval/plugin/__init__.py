@@ -213,6 +213,22 @@ class SessionHooks:
         self.lines: list[str] = []
         self.generated: dict[str, int] = {}
 
+    def pytest_collection(self, session: pytest.Session) -> None:
+        """Read the collection before pytest collects: a setting the collection contradicts
+        (a grade scale its qrels do not fit) is then a usage error like any bad setting (a
+        clean ``ERROR:`` line, exit status 4), not a collection error with a traceback. A
+        pytest-xdist controller collects nothing and reads nothing here."""
+        from pytest_searcheval.settings import ConfigError
+
+        if not _selects(session.config, self.state.anchor()):
+            return
+        try:
+            self.state.selected_queries()
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        except Exception:  # CollectionError and the like: the collector reports them
+            return
+
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
         if file_path == self.state.anchor() and not self.state.collected:
             return SearchEvalFile.from_parent(parent, path=file_path)

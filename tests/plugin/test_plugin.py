@@ -655,3 +655,23 @@ def test_a_partial_run_never_says_passed_and_names_what_it_could_not_judge(
     )
     md = (pytester.path / "searcheval-report" / "report-partial.md").read_text()
     assert "**Gate: not judged**" in md and "Gate: passed" not in md
+
+
+def test_a_grade_scale_the_qrels_contradict_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makefile(
+        ".jsonl",
+        corpus='{"_id": "d1", "title": "Tide tables", "text": "High and low water."}\n'
+        '{"_id": "d2", "title": "Star charts", "text": "Constellations by month."}\n',
+        queries='{"_id": "q1", "text": "tide tables"}\n',
+    )
+    pytester.mkdir("qrels")
+    (pytester.path / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\n"
+    )
+    result = pytester.runpytest(
+        "--search-eval", "--search-eval-grades=0-3", "-p", "no:cacheprovider"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:]
+    result.stderr.fnmatch_lines(["ERROR: *no query has a judged document of grade >= 2*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "items.py" not in result.stdout.str()
