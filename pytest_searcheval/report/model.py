@@ -382,10 +382,40 @@ def build(
         "known_failures": _known_failures(queries, invariants or {}, baseline),
         "limitations": _limitations(
             collection, coll_manifest, unavailable, ordered, expected, level, cfg.trec_compat
-        ),
+        )
+        + missing_rankings(ordered, available, facts),
         "gate": None,
     }
     return report
+
+
+#: What a note on a run file's missing queries says (the terminal shows these notes).
+NO_RANKING = " has no ranking for "
+
+
+def missing_rankings(
+    ordered: Sequence[QueryRow], available: Sequence[str], facts: Mapping[str, Any]
+) -> list[str]:
+    """Per run file, the evaluated queries it holds no line for: each is scored as an empty
+    ranking (0 where it has relevant documents, as trec_eval does), which a person should not
+    have to find in the per-query table."""
+    if facts.get("target") != "run":
+        return []
+    given = facts.get("runs")
+    runs: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+    notes = []
+    for p in available:
+        missing = [
+            r["qid"] for r in ordered if p in r["profiles"] and r["profiles"][p]["returned"] == 0
+        ]
+        if missing:
+            shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
+            notes.append(
+                f"run {runs.get(p, p)}{NO_RANKING}{len(missing)} "
+                f"quer{'y' if len(missing) == 1 else 'ies'}: {shown} (each an empty ranking: "
+                "0 where the query is scored)"
+            )
+    return notes
 
 
 def _baseline_queries(baseline: Baseline | None, profile: str) -> dict[str, BaselineQuery]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from pytest_searcheval.baseline.gate import verdict
 from pytest_searcheval.report import hand_written, tradeoff
-from pytest_searcheval.report.model import CLASS_MEASURE
+from pytest_searcheval.report.model import CLASS_MEASURE, NO_RANKING
 from pytest_searcheval.types import Report
 
 
@@ -250,6 +250,7 @@ def terminal_lines(report: Report) -> list[str]:
     header = ["profile", *measures, "no-result", *(["p95 ms"] if latency else []), "viol."]
     lines += _table(header, body)
     lines += relevance_lines(report)
+    lines += [n for n in report["limitations"] if NO_RANKING in n]
     for p, entry in report["profiles"].items():
         if not entry["available"]:
             lines.append(f"unavailable: {p}: {entry['reason']}")

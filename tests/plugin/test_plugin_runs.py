@@ -264,3 +264,21 @@ def test_a_query_test_makes_no_fixture_definition_of_its_own(pytester: pytest.Py
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*REQUEST-DEFS 0*"])
     assert _report(pytester)["run"]["queries_run"] == 5
+
+
+def test_a_query_a_run_file_lacks_is_named(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    result = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(
+        [
+            "run *bm25.run has no ranking for 2 queries: 2, 5 (each an empty ranking: 0 where "
+            "the query is scored)",
+            "run *dense.run has no ranking for 2 queries: 4, 5 *",
+        ]
+    )
+    notes = [n for n in _report(pytester)["limitations"] if "has no ranking for" in n]
+    assert len(notes) == 2 and notes[0].endswith(
+        "bm25.run has no ranking for 2 queries: 2, 5 (each an empty ranking: 0 where the "
+        "query is scored)"
+    )
