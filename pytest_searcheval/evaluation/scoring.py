@@ -8,6 +8,7 @@ and goes into the report as it is.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -325,10 +326,13 @@ def fill_measures(evaluation: Evaluation, rows: Mapping[str, QueryRow]) -> None:
 def search_error_reason(profile: str, error: Mapping[str, Any]) -> Reason:
     """The reason a query test fails when its search on the gated profile failed."""
     attempts = int(error.get("attempts") or 1)
+    tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+    text = str(error.get("error"))
+    # An HTTP target's message names its attempts already: said once.
+    after = "" if re.search(rf"\b{tries}\b", text) else f" after {tries}"
     return Reason(
         "search-error",
-        f"search error on profile {profile!r} after {attempts} "
-        f"attempt{'s' if attempts != 1 else ''}: {error.get('error')}",
+        f"search error on profile {profile!r}{after}: {text}",
         profile,
         {"url": error.get("url"), "attempts": attempts},
     )

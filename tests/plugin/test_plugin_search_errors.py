@@ -156,3 +156,16 @@ def test_errored_queries_are_counted_and_the_gate_compares_the_same_queries(
         ]
     )
     assert any("errored and are not scored" in n for n in report["limitations"])
+
+
+def test_a_search_errors_attempts_are_said_once() -> None:
+    from pytest_searcheval.evaluation.scoring import search_error_reason
+
+    http = {"error": "HTTP 503 from GET http://s/?q=x (3 attempts): busy", "attempts": 3}
+    assert search_error_reason("default", http).text == (
+        "search error on profile 'default': HTTP 503 from GET http://s/?q=x (3 attempts): busy"
+    )
+    raised = {"error": "ConnectionError: refused", "attempts": 1}
+    assert search_error_reason("default", raised).text == (
+        "search error on profile 'default' after 1 attempt: ConnectionError: refused"
+    )
