@@ -40,6 +40,19 @@ class ConfigError(ValueError):
 Check = Callable[[Any], str | None]
 
 
+class Rejected(str):
+    """What a check expected, naming the one item of a list it rejects: the error shows that
+    item (``got 'ndcg@5'``), not the whole value the list was split from."""
+
+    item: Any = None
+
+    @classmethod
+    def of(cls, wanted: str, item: Any) -> Rejected:
+        out = cls(wanted)
+        out.item = item
+        return out
+
+
 def setting(
     default: Any,
     help: str,
@@ -51,7 +64,8 @@ def setting(
 ) -> Any:
     """A dataclass field that is also an option and an ini key.
 
-    ``check(value)`` returns what was expected when the value is wrong, else ``None``.
+    ``check(value)`` returns what was expected when the value is wrong (a :class:`Rejected`
+    to name the item of a list it rejects), else ``None``.
     """
     meta = {"help": help, "check": check, "cli": cli, "ini": ini}
     if factory is not None:
@@ -85,7 +99,7 @@ def _measures(value: Any) -> str | None:
         try:
             parse_measure(m)
         except ValueError as exc:
-            return f"known measures ({exc})"
+            return Rejected.of(f"known measures ({exc})", m)
     return None
 
 
@@ -462,7 +476,8 @@ def parse(d: Declared, value: Any, source: str) -> Any:
     if d.check is not None:
         wanted = d.check(out)
         if wanted is not None:
-            raise ConfigError(f"{source}: expected {wanted}, got {value!r}")
+            got = wanted.item if isinstance(wanted, Rejected) else value
+            raise ConfigError(f"{source}: expected {wanted}, got {got!r}")
     return out
 
 

@@ -219,6 +219,11 @@ def test_split_and_ini_precedence(pytester: pytest.Pytester) -> None:
             "--search-eval-gated-profile: 'bm25' is not among the profiles*",
         ),
         (
+            ["--search-eval-measures=nDCG@10,ndcg@5"],
+            "--search-eval-measures: expected known measures (measure 'ndcg@5': unknown *), "
+            "got 'ndcg@5'",
+        ),
+        (
             ["--search-eval-url", "http://127.0.0.1:9/s?q={query}"],
             "ini search_eval_profiles: profile 'lexical': the URL template "
             "http://127.0.0.1:9/s?q={query} has no {profile} placeholder, so it serves one "
