@@ -277,10 +277,12 @@ def rule_hard_filters(ctx: GateContext) -> list[Rule]:
         for e in (q.get("profiles") or {}).values()
         if e.get("applied_filters")
     )
+    nothing = False
     if checked and not filtered:
         # No answer came under a hard filter: the oracle could only check corpus membership,
-        # and without a corpus (TREC qrels and topics alone) not even that.
+        # and without a corpus (TREC qrels and topics alone) not even that: not applicable.
         if (report.get("collection") or {}).get("documents") == 0:
+            nothing = True
             detail += "; no query applied a hard filter and there is no corpus: nothing checked"
         else:
             detail += (
@@ -298,7 +300,8 @@ def rule_hard_filters(ctx: GateContext) -> list[Rule]:
             f"; {unknown} results are no document of the corpus (not a filter violation: "
             "their query tests fail with unknown-document, which the baseline's ledger can excuse)"
         )
-    return [Rule("hard filters respected", "passed" if total == 0 else "failed", detail)]
+    status: RuleStatus = "failed" if total else "skipped" if nothing else "passed"
+    return [Rule("hard filters respected", status, detail)]
 
 
 #: The invariant family whose cases the filter-conformance rule judges.

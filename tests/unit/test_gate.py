@@ -194,6 +194,7 @@ def test_the_oracle_rule_says_when_no_query_applied_a_hard_filter() -> None:
     trec["collection"]["documents"] = 0  # TREC qrels and topics without a corpus
     rule = _rules(trec, BASE)["hard filters respected"]
     assert "no query applied a hard filter and there is no corpus: nothing checked" in rule.detail
+    assert rule.status == "skipped"  # not applicable: no pass for what was never checked
 
 
 def test_skipped_invariant_cases_are_not_written_into_the_baseline() -> None:
