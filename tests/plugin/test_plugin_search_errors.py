@@ -169,3 +169,32 @@ def test_a_search_errors_attempts_are_said_once() -> None:
     assert search_error_reason("default", raised).text == (
         "search error on profile 'default' after 1 attempt: ConnectionError: refused"
     )
+
+
+def test_a_hand_written_search_of_another_profile_names_the_template(
+    pytester: pytest.Pytester,
+) -> None:
+    make_project(pytester)
+    pytester.makeconftest(
+        "import httpx, pytest\n"
+        "from pytest_searcheval.targets import HttpTarget\n"
+        "def answer(request):\n"
+        "    return httpx.Response(200, json={'results': [{'id': 'd1', 'score': 1.0}]})\n"
+        "@pytest.fixture(scope='session')\n"
+        "def searcheval_target():\n"
+        "    target = HttpTarget('http://search.test/s?q={query}')\n"
+        "    target._client = httpx.Client(transport=httpx.MockTransport(answer))\n"
+        "    return target\n"
+    )
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(
+        test_hand="import pytest\n"
+        "def test_default(searcheval):\n"
+        "    assert list(searcheval.search('weather').ids) == ['d1']\n"
+        "def test_other(searcheval):\n"
+        "    with pytest.raises(ValueError, match='the URL template http://search.test/s\\\\?q="
+        "\\\\{query\\\\} has no \\\\{profile\\\\} placeholder'):\n"
+        "        searcheval.search('weather', profile='nope')\n"
+    )
+    result = pytester.runpytest("--search-eval", "-p", "no:cacheprovider", "test_hand.py")
+    result.assert_outcomes(passed=2)
