@@ -552,9 +552,9 @@ def _one_profile(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
         names = (named,) if isinstance(named, str) else tuple(named or ())
         other = [n for n in names if n != "default"]
         if other:
-            from pytest_searcheval.targets.http import one_profile_error
+            from pytest_searcheval.targets.http import HttpTarget
 
-            raise ConfigError(f"{sources[key]}: {one_profile_error(url, other[0])}")
+            raise ConfigError(f"{sources[key]}: {HttpTarget.one_profile_error(url, other[0])}")
 
 
 def _follow_depth(values: dict[str, Any], sources: Mapping[str, str]) -> None:

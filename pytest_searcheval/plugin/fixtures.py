@@ -271,12 +271,14 @@ class Searcheval:
     # --- helpers -----------------------------------------------------------------------------
 
     def _available(self, profile: str) -> None:
-        from pytest_searcheval.targets.http import HttpTarget, one_profile_error
+        from pytest_searcheval.targets.http import HttpTarget
 
         target = self._target
         if isinstance(target, HttpTarget) and target.one_profile and profile != "default":
             # a usage error, as a bad limit is: the template cannot send another profile
-            raise ValueError(f"searcheval.search: {one_profile_error(target.base_url, profile)}")
+            raise ValueError(
+                f"searcheval.search: {target.one_profile_error(target.base_url, profile)}"
+            )
         reason = self._state.availability(profile)
         if reason is not None:
             raise TargetUnavailable(f"profile {profile!r} unavailable: {reason}")

@@ -167,6 +167,15 @@ class HttpTarget:
         the target serves one, ``default``."""
         return self.is_template and "{profile}" not in self.base_url
 
+    @staticmethod
+    def one_profile_error(template: str, profile: str) -> str:
+        """Why ``profile`` cannot be asked of a URL template without ``{profile}``."""
+        return (
+            f"profile {profile!r}: the URL template {template} has no {{profile}} placeholder, "
+            "so it serves one profile, 'default' (add {profile} to the template to send the "
+            "profile)"
+        )
+
     def profiles(self) -> Mapping[str, str | None]:
         if self.one_profile:
             return {"default": None}
@@ -207,7 +216,7 @@ class HttpTarget:
         from urllib.parse import quote
 
         if self.one_profile and profile != "default":
-            raise ValueError(one_profile_error(self.base_url, profile))
+            raise ValueError(self.one_profile_error(self.base_url, profile))
         params: dict[str, str] = {k: str(v) for k, v in (filters or {}).items() if v is not None}
         if not self.is_template:
             from pytest_searcheval.x402.vocabulary import BAZAAR_PARAMS
@@ -251,14 +260,6 @@ class HttpTarget:
         if not isinstance(body, Mapping):
             raise SearchFailed(f"unexpected JSON from GET {shown}", url=shown, attempts=attempts)
         return response_from_json(body, latency_ms=elapsed)
-
-
-def one_profile_error(template: str, profile: str) -> str:
-    """Why ``profile`` cannot be asked of a URL template without ``{profile}``."""
-    return (
-        f"profile {profile!r}: the URL template {template} has no {{profile}} placeholder, so "
-        "it serves one profile, 'default' (add {profile} to the template to send the profile)"
-    )
 
 
 def _tries(attempts: int) -> str:
