@@ -120,8 +120,7 @@ class GateContext:
 
     def errored(self, profile: str) -> list[str]:
         """The queries whose search errored on ``profile`` (not scored there)."""
-        queries = self.report.get("queries") or {}
-        return sorted(q for q, d in queries.items() if profile in (d.get("errors") or {}))
+        return errored_queries(self.report).get(profile, [])
 
     def base_mean_on(self, profile: str, measure: str, left_out: Sequence[str]) -> float | None:
         """The baseline's mean of ``measure`` over its per-query values without the
@@ -151,13 +150,30 @@ def rule_gated_available(ctx: GateContext) -> list[Rule]:
     return [Rule("gated profile available", "failed", f"{ctx.gated}: {ctx.entry.get('reason')}")]
 
 
-def rule_search_errors(ctx: GateContext) -> list[Rule]:
-    """Queries whose search errored, per profile, within ``max_errors`` each."""
+def errored_queries(report: Report) -> dict[str, list[str]]:
+    """Per profile, the queries whose search errored there (sorted by id)."""
     errored: dict[str, list[str]] = {}
-    queries = ctx.report.get("queries") or {}
-    for qid, q in sorted(queries.items()):
+    for qid, q in sorted((report.get("queries") or {}).items()):
         for profile in q.get("errors") or {}:
             errored.setdefault(str(profile), []).append(str(qid))
+    return errored
+
+
+def listed(ids: Sequence[str], most: int = 10) -> str:
+    """``a, b, c and 4 more``: the first ``most`` ids, for a rule's detail."""
+    extra = len(ids) - most
+    return ", ".join(ids[:most]) + (f" and {extra} more" if extra > 0 else "")
+
+
+def errors_by_profile(errored: Mapping[str, Sequence[str]]) -> str:
+    """``hybrid 1 (q05); lexical 1 (q05)``."""
+    return "; ".join(f"{p} {len(q)} ({listed(q)})" for p, q in sorted(errored.items()))
+
+
+def rule_search_errors(ctx: GateContext) -> list[Rule]:
+    """Queries whose search errored, per profile, within ``max_errors`` each."""
+    errored = errored_queries(ctx.report)
+    queries = ctx.report.get("queries") or {}
     # An invariant case whose search errored searched the gated profile: its query counts
     # there once, with the query test's own error of it (a case whose query is not known
     # counts by its id).
@@ -174,11 +190,7 @@ def rule_search_errors(ctx: GateContext) -> list[Rule]:
     if not errored:
         return [Rule("no search errors", "passed", "every search answered")]
     over = {p: qids for p, qids in errored.items() if len(qids) > tolerance}
-    parts = []
-    for p, qids in sorted(errored.items()):
-        shown = ", ".join(qids[:10]) + (f" and {len(qids) - 10} more" if len(qids) > 10 else "")
-        parts.append(f"{p} {len(qids)} ({shown})")
-    detail = "errored queries: " + "; ".join(parts) + f" (tolerance {tolerance} per profile)"
+    detail = f"errored queries: {errors_by_profile(errored)} (tolerance {tolerance} per profile)"
     return [Rule("no search errors", "failed" if over else "passed", detail)]
 
 
@@ -210,10 +222,9 @@ def rule_measures_vs_baseline(ctx: GateContext) -> list[Rule]:
             # the same queries, so the comparison is of like with like.
             whole = before
             before = ctx.base_mean_on(ctx.gated, m, errored)
-            shown = ", ".join(errored[:10]) + (" ..." if len(errored) > 10 else "")
             on = (
                 f"; on the queries that answered: {len(errored)} errored, not scored "
-                f"({shown}), baseline over every query {whole:.4f}"
+                f"({listed(errored)}), baseline over every query {whole:.4f}"
             )
         if why:
             out.append(Rule(name, "skipped", why))

@@ -16,7 +16,10 @@ import pytest
 from pytest_searcheval.baseline.gate import (
     Rule,
     baseline_text,
+    errored_queries,
+    errors_by_profile,
     evaluate,
+    listed,
     make_baseline,
     passed,
     suggested_tag,
@@ -164,18 +167,11 @@ def finish(state: EvalState, session: pytest.Session) -> Outcome:
 def errored_searches(report: Report) -> str:
     """The queries (per profile) and invariant cases whose search errored, for people; empty
     when every search answered."""
-    errored: dict[str, list[str]] = {}
-    for qid, q in sorted((report.get("queries") or {}).items()):
-        for profile in q.get("errors") or {}:
-            errored.setdefault(str(profile), []).append(str(qid))
-    parts = []
-    for profile, qids in sorted(errored.items()):
-        shown = ", ".join(qids[:10]) + (f" and {len(qids) - 10} more" if len(qids) > 10 else "")
-        parts.append(f"{profile} {len(qids)} ({shown})")
+    by_profile = errored_queries(report)
+    parts = [errors_by_profile(by_profile)] if by_profile else []
     cases = sorted(str(k) for k, v in (report.get("invariants") or {}).items() if search_errored(v))
     if cases:
-        shown = ", ".join(cases[:10]) + (f" and {len(cases) - 10} more" if len(cases) > 10 else "")
-        parts.append(f"invariant cases {len(cases)} ({shown})")
+        parts.append(f"invariant cases {len(cases)} ({listed(cases)})")
     return "; ".join(parts)
 
 
