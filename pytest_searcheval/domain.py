@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_searcheval.collection.model import BeirDocuments
+
 if TYPE_CHECKING:
     from pytest_searcheval.collection.model import Asset, Collection, Document
 
@@ -141,7 +143,10 @@ def domain_name(collection: Collection) -> str | None:
     seen = _SCANNED.get(id(documents))
     if seen is not None and seen[0] is documents and seen[1] == len(documents):
         return seen[2]
-    name = named(collection.manifest, documents.values())
+    # BEIR documents carry no domain's record: nothing to read.
+    name = named(
+        collection.manifest, () if isinstance(documents, BeirDocuments) else documents.values()
+    )
     if len(_SCANNED) >= _SCANNED_MAX:
         _SCANNED.pop(next(iter(_SCANNED)))
     # the mapping is held, so its id cannot name another mapping while cached

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pytest_searcheval.collection.model import (
+    BeirDocuments,
     Document,
     Query,
 )
@@ -41,10 +42,12 @@ def _digest_records(records: Iterator[list[Any]]) -> str:
 
 def hash_documents(documents: Mapping[str, Document]) -> str:
     """Hash of the corpus: every field of every document, documents in id order."""
-    return _digest_records(
-        [d.id, d.title, d.text, d.fields, d.x402, d.sidecar]
-        for d in (documents[k] for k in sorted(documents))
+    ordered = (
+        documents.in_order(sorted(documents))
+        if isinstance(documents, BeirDocuments)
+        else (documents[k] for k in sorted(documents))
     )
+    return _digest_records([d.id, d.title, d.text, d.fields, d.x402, d.sidecar] for d in ordered)
 
 
 def hash_queries(queries: Mapping[str, Query]) -> str:

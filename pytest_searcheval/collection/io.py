@@ -26,7 +26,9 @@ __all__ = [
     "Problems",
     "YamlItem",
     "iter_jsonl",
+    "iter_jsonl_at",
     "iter_lines",
+    "iter_lines_at",
     "open_regular",
     "read_yaml",
     "yaml_items",
@@ -137,6 +139,22 @@ def iter_lines(
     file that is not a regular file (a device, a FIFO, a symlink to one) or is larger than
     ``max_file_bytes`` is refused before a byte is read.
     """
+    for number, text, _, _ in iter_lines_at(
+        path, problems, name, max_line_bytes=max_line_bytes, max_file_bytes=max_file_bytes
+    ):
+        yield number, text
+
+
+def iter_lines_at(
+    path: Path,
+    problems: Problems,
+    name: str,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> Iterator[tuple[int, str, int, bytes]]:
+    """:func:`iter_lines` with where each line is: (number, text, byte offset of the line's
+    start, the line's bytes as read, line ending and any byte order mark included)."""
     try:
         fh, _ = open_regular(path, max_file_bytes)
     except InputRefused as exc:
@@ -147,6 +165,7 @@ def iter_lines(
         return
     with fh:
         number = 0
+        offset = 0
         per_file = problems.per_file
         while True:
             if per_file.get(name, 0) >= MAX_PROBLEMS_PER_FILE:
@@ -165,6 +184,8 @@ def iter_lines(
             if not raw:
                 return
             number += 1
+            start = offset
+            offset += len(raw)
             if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
                 skipped = len(raw)
                 while True:
@@ -172,6 +193,7 @@ def iter_lines(
                     skipped += len(rest)
                     if not rest or rest.endswith(b"\n"):
                         break
+                offset = start + skipped
                 problems.add(
                     name,
                     number,
@@ -180,20 +202,19 @@ def iter_lines(
                     " (one record per line expected; raise max_line_bytes if this is intended)",
                 )
                 continue
-            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
+            body = raw[3:] if number == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
             try:
-                text = raw.decode("utf-8")
+                text = body.decode("utf-8")
             except UnicodeDecodeError as exc:
                 problems.add(
                     name,
                     number,
                     None,
-                    f"not valid UTF-8 (byte {raw[exc.start]:#04x} at column {exc.start + 1}):"
+                    f"not valid UTF-8 (byte {body[exc.start]:#04x} at column {exc.start + 1}):"
                     " expected UTF-8 text",
                 )
                 continue
-            yield number, text.rstrip("\r\n")
+            yield number, text.rstrip("\r\n"), start, raw
 
 
 def iter_jsonl(
@@ -204,8 +225,23 @@ def iter_jsonl(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line, object) for every line holding a JSON object; blank lines are skipped."""
+    for number, value, _, _ in iter_jsonl_at(path, problems, name, max_line_bytes=max_line_bytes):
+        yield number, value
+
+
+def iter_jsonl_at(
+    path: Path,
+    problems: Problems,
+    name: str,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> Iterator[tuple[int, dict[str, Any], int, bytes]]:
+    """:func:`iter_jsonl` with where each object is: (line, object, byte offset of the line's
+    start, the line's bytes as read)."""
     loads = json.loads
-    for number, text in iter_lines(path, problems, name, max_line_bytes=max_line_bytes):
+    for number, text, offset, raw in iter_lines_at(
+        path, problems, name, max_line_bytes=max_line_bytes
+    ):
         if not text or text.isspace():
             continue
         try:
@@ -230,7 +266,7 @@ def iter_jsonl(
         if not isinstance(value, dict):
             problems.add(name, number, None, f"expected a JSON object, got {type(value).__name__}")
             continue
-        yield number, value
+        yield number, value, offset, raw
 
 
 @dataclass(frozen=True, slots=True)

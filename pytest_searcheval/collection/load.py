@@ -282,7 +282,7 @@ def load_beir(
 
 def _load_beir(root: Path, max_line_bytes: int, grades: Sequence[int] | None) -> Collection:
     problems = Problems()
-    documents, _ = read_beir_corpus(
+    documents = read_beir_corpus(
         root / "corpus.jsonl", "corpus.jsonl", problems, max_line_bytes=max_line_bytes
     )
     if not documents and not problems:
@@ -317,6 +317,7 @@ def _load_beir(root: Path, max_line_bytes: int, grades: Sequence[int] | None) ->
             "qrels/", None, None, "expected qrels/train.tsv, qrels/dev.tsv or qrels/test.tsv"
         )
     problems.raise_if_any()
+    documents.keep(d for docs in judgments.values() for d in docs)
     queries = {
         q: Query(
             id=q,

@@ -6,19 +6,25 @@ the loaders, and so that the types are importable cheaply.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+import os
+import zlib
+from array import array
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import IO, Any
 
 __all__ = [
     "Asset",
+    "BeirDocuments",
     "Collection",
     "CollectionError",
     "Document",
     "Problem",
     "Query",
     "parse_grades",
+    "title_of",
 ]
 
 MAX_PROBLEMS_SHOWN = 200
@@ -109,6 +115,141 @@ class Document:
     sidecar: dict[str, Any] = field(default_factory=dict)
 
 
+class BeirDocuments(Mapping[str, Document]):
+    """The documents of a BEIR ``corpus.jsonl``, held compactly: ids, titles and where each
+    document's line starts (with the line's crc32); a document is parsed from its line when it
+    is read, except the ones :meth:`keep` holds parsed (the judged documents). The corpus was
+    validated when it was loaded; a line that no longer has the bytes it had then is an error
+    (the file changed since), never another document. BEIR documents carry no x402 record and
+    no sidecar."""
+
+    __slots__ = (
+        "_crcs",
+        "_index",
+        "_kept",
+        "_lines",
+        "_name",
+        "_offsets",
+        "_path",
+        "_titles",
+        "field_keys",
+    )
+
+    def __init__(self, path: str | os.PathLike[str], name: str) -> None:
+        self._path = os.path.abspath(path)
+        self._name = name
+        self._index: dict[str, int] = {}
+        self._lines = array("q")
+        self._offsets = array("q")
+        self._crcs = array("L")
+        self._titles: list[str] = []
+        self._kept: dict[str, Document] = {}
+        #: every key of any document's metadata (``Document.fields``)
+        self.field_keys: set[str] = set()
+
+    def add(
+        self, doc_id: str, title: str, fields: dict[str, Any], line: int, offset: int, raw: bytes
+    ) -> None:
+        """Record a validated document: its id, title, the keys of its metadata, and its line
+        (number, start, bytes as read)."""
+        if fields:
+            self.field_keys.update(fields)
+        self._index[doc_id] = len(self._titles)
+        self._titles.append(title)
+        self._lines.append(line)
+        self._offsets.append(offset)
+        self._crcs.append(zlib.crc32(raw))
+
+    def keep(self, ids: Iterable[str]) -> None:
+        """Hold these documents parsed (ids not in the corpus are ignored)."""
+        wanted = sorted({d for d in ids if d in self._index and d not in self._kept})
+        self._kept.update(zip(wanted, self.in_order(wanted), strict=True))
+
+    def title(self, doc_id: str) -> str:
+        return self._titles[self._index[doc_id]]
+
+    def line(self, doc_id: str) -> int:
+        """The 1-based line of the file that holds the document."""
+        return self._lines[self._index[doc_id]]
+
+    def in_order(self, ids: Iterable[str]) -> Iterator[Document]:
+        """The documents of ``ids`` in that order, read through one open file."""
+        with open(self._path, "rb") as fh:
+            for doc_id in ids:
+                kept = self._kept.get(doc_id)
+                yield kept if kept is not None else self._read(fh, doc_id)
+
+    def _read(self, fh: IO[bytes], doc_id: str) -> Document:
+        i = self._index[doc_id]
+        offset = self._offsets[i]
+        fh.seek(offset)
+        raw = fh.readline()
+        if zlib.crc32(raw) != self._crcs[i]:
+            raise CollectionError(
+                [
+                    Problem(
+                        self._name,
+                        self._lines[i],
+                        None,
+                        f"document {doc_id!r} is not the line that was loaded:"
+                        " the file changed since the collection was loaded",
+                    )
+                ]
+            )
+        text = raw.decode("utf-8")
+        rec = json.loads(text[1:] if offset == 0 and text.startswith("\ufeff") else text)
+        return Document(doc_id, self._titles[i], rec["text"], rec.get("metadata") or {})
+
+    def __getitem__(self, doc_id: str) -> Document:
+        kept = self._kept.get(doc_id)
+        if kept is not None:
+            return kept
+        if doc_id not in self._index:
+            raise KeyError(doc_id)
+        with open(self._path, "rb") as fh:
+            return self._read(fh, doc_id)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def values(self) -> ValuesView[Document]:
+        return _Values(self)
+
+    def items(self) -> ItemsView[str, Document]:
+        return _Items(self)
+
+
+class _Values(ValuesView[Document]):
+    """The values of a :class:`BeirDocuments`, read through one open file."""
+
+    _mapping: BeirDocuments
+
+    def __iter__(self) -> Iterator[Document]:
+        return self._mapping.in_order(self._mapping)
+
+
+class _Items(ItemsView[str, Document]):
+    """The items of a :class:`BeirDocuments`, read through one open file."""
+
+    _mapping: BeirDocuments
+
+    def __iter__(self) -> Iterator[tuple[str, Document]]:
+        return zip(self._mapping, self._mapping.in_order(self._mapping), strict=True)
+
+
+def title_of(documents: Mapping[str, Document], doc_id: str) -> str:
+    """A document's title, without parsing the document where the corpus holds titles apart."""
+    if isinstance(documents, BeirDocuments):
+        return documents.title(doc_id)
+    return documents[doc_id].title
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
     """A query. ``constraints`` uses the filter vocabulary of ``constraints.FILTER_KEYS``;
@@ -140,7 +281,7 @@ class Collection:
     canonical form (see ``collection.content_hashes``).
     """
 
-    documents: dict[str, Document]
+    documents: Mapping[str, Document]
     queries: dict[str, Query]
     judgments: dict[str, dict[str, int]]
     assets: list[Asset] = field(default_factory=list)

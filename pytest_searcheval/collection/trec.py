@@ -31,10 +31,11 @@ from pytest_searcheval.collection.io import (
     InputRefused,
     Problems,
     iter_jsonl,
+    iter_jsonl_at,
     iter_lines,
     open_regular,
 )
-from pytest_searcheval.collection.model import Document
+from pytest_searcheval.collection.model import BeirDocuments, Document
 
 __all__ = [
     "RankedIds",
@@ -66,12 +67,15 @@ def _str_id(value: object) -> str | None:
 
 def read_beir_corpus(
     path: Path, name: str, problems: Problems, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-) -> tuple[dict[str, Document], dict[str, dict[str, Any]]]:
-    """BEIR corpus.jsonl: ``_id`` (or ``id``), ``title``, ``text``, optional ``metadata``."""
-    docs: dict[str, Document] = {}
-    raw: dict[str, dict[str, Any]] = {}
-    first: dict[str, int] = {}
-    for line, rec in iter_jsonl(path, problems, name, max_line_bytes=max_line_bytes):
+) -> BeirDocuments:
+    """BEIR corpus.jsonl: ``_id`` (or ``id``), ``title``, ``text``, optional ``metadata``.
+
+    Every line is parsed and checked here; what is kept is ids, titles and where each line is
+    (see :class:`BeirDocuments`), not the parsed records."""
+    docs = BeirDocuments(path, name)
+    for line, rec, offset, raw in iter_jsonl_at(
+        path, problems, name, max_line_bytes=max_line_bytes
+    ):
         did = _str_id(rec.get("_id", rec.get("id")))
         if did is None:
             problems.add(name, line, "_id", "expected a non-empty string id")
@@ -89,15 +93,13 @@ def read_beir_corpus(
         if not isinstance(meta, dict):
             problems.add(name, line, "metadata", "expected an object")
             continue
-        if did in first:
+        if did in docs:
             problems.add(
-                name, line, "_id", f"duplicate document id {did!r} (first on line {first[did]})"
+                name, line, "_id", f"duplicate document id {did!r} (first on line {docs.line(did)})"
             )
             continue
-        first[did] = line
-        docs[did] = Document(did, title, text, meta)
-        raw[did] = {"id": did, "title": title, "text": text, "fields": meta}
-    return docs, raw
+        docs.add(did, title, meta, line, offset, raw)
+    return docs
 
 
 def read_beir_queries(

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from pytest_searcheval.collection.model import BeirDocuments
 from pytest_searcheval.evaluation.expectations import check_expectations
 from pytest_searcheval.jsonsafe import json_safe
 from pytest_searcheval.reasons import Reason
@@ -65,8 +66,7 @@ def score_profile(
     breaks = 0
     check_corpus = bool(coll.documents)
     for rank, doc_id in enumerate(ids if check_corpus or domain is not None else (), start=1):
-        doc = coll.documents.get(doc_id)
-        if doc is None:
+        if doc_id not in coll.documents:
             if check_corpus:
                 violations.append(
                     Reason(
@@ -77,8 +77,9 @@ def score_profile(
                     ).as_dict()
                 )
             continue
-        if domain is None:
+        if domain is None:  # only membership matters: no document is read
             continue
+        doc = coll.documents[doc_id]
         if applied:
             for why in domain.violations(doc, applied, coll):
                 violations.append(
@@ -138,8 +139,10 @@ def row_depth(evaluation: Evaluation) -> int | None:
         from pytest_searcheval.report.model import ranking_depth
 
         depth = ranking_depth(evaluation.cfg)
-        if any(
-            (d.sidecar or {}).get("duplicate_of") for d in evaluation.collection.documents.values()
+        documents = evaluation.collection.documents
+        # BEIR documents carry no sidecar: nothing to read.
+        if not isinstance(documents, BeirDocuments) and any(
+            (d.sidecar or {}).get("duplicate_of") for d in documents.values()
         ):
             depth = None
         evaluation.row_depth = (depth,)

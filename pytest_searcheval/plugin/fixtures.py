@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_searcheval.collection.model import title_of
 from pytest_searcheval.evaluation import Evaluation
 from pytest_searcheval.plugin.state import STATE_KEY
 from pytest_searcheval.targets import SearchResponse, SearchTarget, TargetUnavailable
@@ -330,7 +331,7 @@ class Searcheval:
                 base_ids = tuple(str(d) for d in entry["ids"])
         shown = set(ids) | set(base_ids or ())
         return Context(
-            titles={d: docs[d].title for d in shown if d in docs},
+            titles={d: title_of(docs, d) for d in shown if d in docs},
             qid=qid,
             grades=dict(state.collection.judgments.get(qid, {})) if qid is not None else {},
             baseline_ids=base_ids,
@@ -383,12 +384,12 @@ class Searcheval:
         applied = domain.applied(response.applied_filters) if domain is not None else {}
         out: list[str] = []
         for rank, doc_id in enumerate(ids, start=1):
-            doc = coll.documents.get(doc_id)
-            if doc is None:
+            if doc_id not in coll.documents:
                 if coll.documents:
                     out.append(f"rank {rank}: {doc_id!r} is not a document of the corpus")
                 continue
             if domain is not None and applied:
+                doc = coll.documents[doc_id]
                 broken = domain.violations(doc, applied, coll)
                 out += [f"rank {rank}: {doc_id}: {why}" for why in broken]
         return out
@@ -514,7 +515,7 @@ class _Titles(Mapping[str, str]):
         self._docs = state.collection.documents
 
     def __getitem__(self, doc_id: str) -> str:
-        return self._docs[doc_id].title
+        return title_of(self._docs, doc_id)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._docs)

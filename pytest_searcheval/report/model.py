@@ -16,6 +16,7 @@ from itertools import combinations
 from typing import Any, Final
 
 from pytest_searcheval import __version__
+from pytest_searcheval.collection.model import BeirDocuments
 from pytest_searcheval.report import tradeoff
 from pytest_searcheval.settings import GATED_MEASURES, SearchEvalConfig
 from pytest_searcheval.stats import DEFAULT_SEED, nearest_rank
@@ -470,7 +471,10 @@ def quality(
     docs = getattr(collection, "documents", {}) or {}
     judgments = getattr(collection, "judgments", {}) or {}
     level = cfg.relevance_level or 1
-    sidecar = {d: (doc.sidecar or {}) for d, doc in docs.items()}
+    # BEIR documents carry no sidecar, and metadata that names no provider is not read.
+    beir = isinstance(docs, BeirDocuments)
+    unread = isinstance(docs, BeirDocuments) and "provider" not in docs.field_keys
+    sidecar = {} if beir else {d: (doc.sidecar or {}) for d, doc in docs.items()}
     adversarial = {d for d, s in sidecar.items() if s.get("adversarial")}
     copies = [(s["duplicate_of"], d) for d, s in sidecar.items() if s.get("duplicate_of")]
     pairs = {
@@ -479,8 +483,8 @@ def quality(
     }
     pairs = {q: v for q, v in pairs.items() if v}
     provider_of = {
-        d: str((doc.fields or {}).get("provider") or sidecar[d].get("provider") or "")
-        for d, doc in docs.items()
+        d: str((doc.fields or {}).get("provider") or sidecar.get(d, {}).get("provider") or "")
+        for d, doc in (() if unread else docs.items())
     }
     has_provider = any(provider_of.values())
     settled = {d: s.get("settlements") for d, s in sidecar.items() if "settlements" in s}
@@ -729,9 +733,10 @@ def _limitations(
             "profiles' means are over the queries that answered (queries[q].errors)."
         )
     provenance = getattr(collection, "provenance", {}) or {}
+    documents = getattr(collection, "documents", {}) or {}
     sources = {
         str((d.sidecar or {}).get("source"))
-        for d in (getattr(collection, "documents", {}) or {}).values()
+        for d in (() if isinstance(documents, BeirDocuments) else documents.values())
         if getattr(d, "sidecar", None)
     }
     if "sample" in sources or provenance.get("synthetic"):

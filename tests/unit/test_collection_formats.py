@@ -15,6 +15,8 @@ from pytest_searcheval.collection import (
     write_trec_qrels,
     write_trec_run,
 )
+from pytest_searcheval.collection.hashing import hash_documents
+from pytest_searcheval.collection.model import Document, title_of
 
 
 def beir(root: Path) -> Path:
@@ -70,6 +72,79 @@ def test_beir_problems_are_collected(tmp_path: Path) -> None:
         ("queries.jsonl", 6, "_id"),
         ("qrels/test.tsv", None, "query-id"),  # query 2 judged in dev and test
     } <= got, got
+
+
+def test_beir_corpus_reads_each_document_as_its_line_says(tmp_path: Path) -> None:
+    root = beir(tmp_path)
+    lines = [
+        {"id": 7, "title": None, "text": "seven"},
+        {"_id": " d9 ", "title": "Nine", "text": "n\u00e9uf", "metadata": {"tags": ["a"]}},
+    ]
+    with (root / "corpus.jsonl").open("a") as fh:
+        fh.write("\n" + "".join(json.dumps(d) + "\n" for d in lines))
+    raw = (root / "corpus.jsonl").read_bytes()
+    (root / "corpus.jsonl").write_bytes(b"\xef\xbb\xbf" + raw)
+    c = load(root)
+    want = {
+        "d1": Document("d1", "A", "alpha"),
+        "d2": Document("d2", "", "b"),
+        "3": Document("3", "", "gamma", {"url": "u"}),
+        "7": Document("7", "", "seven"),
+        "d9": Document("d9", "Nine", "n\u00e9uf", {"tags": ["a"]}),
+    }
+    assert dict(c.documents) == want
+    assert list(c.documents.values()) == list(want.values())
+    assert {d: c.documents[d] for d in want} == want
+    assert [title_of(c.documents, d) for d in want] == ["A", "", "", "", "Nine"]
+    assert c.hashes["corpus"] == hash_documents(want)
+
+
+def test_beir_corpus_problems_name_file_line_and_field(tmp_path: Path) -> None:
+    root = beir(tmp_path)
+    with (root / "corpus.jsonl").open("a") as fh:
+        fh.write('{"_id": "d1", "text": "again"}\n{"_id": "d4", "text": \n')
+        fh.write('{"_id": "d5", "title": 5, "text": "t"}\n{"_id": "d6", "text": "t", ')
+        fh.write('"metadata": [1]}\n[1]\n{"title": "no id", "text": "t"}\n')
+    with pytest.raises(CollectionError) as info:
+        load(root)
+    got = {(p.file, p.line, p.field): p.message for p in info.value.problems}
+    assert got[("corpus.jsonl", 4, "_id")] == "duplicate document id 'd1' (first on line 1)"
+    assert got[("corpus.jsonl", 5, None)].startswith("malformed JSON at column")
+    assert got[("corpus.jsonl", 6, "title")] == "expected a string"
+    assert got[("corpus.jsonl", 7, "metadata")] == "expected an object"
+    assert got[("corpus.jsonl", 8, None)] == "expected a JSON object, got list"
+    assert got[("corpus.jsonl", 9, "_id")] == "expected a non-empty string id"
+
+
+def test_beir_corpus_holds_only_the_judged_documents_parsed(tmp_path: Path) -> None:
+    root = beir(tmp_path)
+    c = load(root)
+    (root / "corpus.jsonl").unlink()
+    # the judged documents (d1, d2, 3) and every title are held; nothing else is
+    assert c.documents["d1"] == Document("d1", "A", "alpha")
+    assert c.documents["3"].fields == {"url": "u"}
+    assert title_of(c.documents, "d2") == ""
+    assert "d2" in c.documents and "zz" not in c.documents and len(c.documents) == 3
+    with pytest.raises(KeyError):
+        c.documents["zz"]
+
+
+def test_beir_corpus_changed_after_loading_is_an_error_not_another_document(
+    tmp_path: Path,
+) -> None:
+    root = beir(tmp_path)
+    with (root / "corpus.jsonl").open("a") as fh:
+        fh.write(json.dumps({"_id": "d8", "title": "Eight", "text": "eight"}) + "\n")
+    c = load(root)
+    assert c.documents["d8"].text == "eight"
+    text = (root / "corpus.jsonl").read_text()
+    (root / "corpus.jsonl").write_text(text.replace('"eight"', '"EIGHT"'))
+    with pytest.raises(CollectionError) as info:
+        c.documents["d8"]
+    (problem,) = info.value.problems
+    assert (problem.file, problem.line, problem.field) == ("corpus.jsonl", 4, None)
+    assert "changed since the collection was loaded" in problem.message
+    assert c.documents["d1"].text == "alpha"  # judged: held as loaded
 
 
 TOPICS_SGML = """<top>
