@@ -174,7 +174,7 @@ class BeirDocuments(Mapping[str, Document]):
 
     def in_order(self, ids: Iterable[str]) -> Iterator[Document]:
         """The documents of ``ids`` in that order, read through one open file."""
-        with open(self._path, "rb") as fh:
+        with self._open() as fh:
             for doc_id in ids:
                 kept = self._kept.get(doc_id)
                 yield kept if kept is not None else self._read(fh, doc_id)
@@ -206,8 +206,24 @@ class BeirDocuments(Mapping[str, Document]):
             return kept
         if doc_id not in self._index:
             raise KeyError(doc_id)
-        with open(self._path, "rb") as fh:
+        with self._open() as fh:
             return self._read(fh, doc_id)
+
+    def _open(self) -> IO[bytes]:
+        try:
+            return open(self._path, "rb")
+        except OSError as exc:
+            raise CollectionError(
+                [
+                    Problem(
+                        self._name,
+                        None,
+                        None,
+                        f"cannot read a document: {exc.strerror or exc} (the file was there"
+                        " when the collection was loaded)",
+                    )
+                ]
+            ) from None
 
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self._index

@@ -118,15 +118,22 @@ def test_beir_corpus_problems_name_file_line_and_field(tmp_path: Path) -> None:
 
 def test_beir_corpus_holds_only_the_judged_documents_parsed(tmp_path: Path) -> None:
     root = beir(tmp_path)
+    with (root / "corpus.jsonl").open("a") as fh:
+        fh.write(json.dumps({"_id": "d8", "title": "Eight", "text": "eight"}) + "\n")
     c = load(root)
     (root / "corpus.jsonl").unlink()
     # the judged documents (d1, d2, 3) and every title are held; nothing else is
     assert c.documents["d1"] == Document("d1", "A", "alpha")
     assert c.documents["3"].fields == {"url": "u"}
-    assert title_of(c.documents, "d2") == ""
-    assert "d2" in c.documents and "zz" not in c.documents and len(c.documents) == 3
+    assert title_of(c.documents, "d8") == "Eight"
+    assert "d8" in c.documents and "zz" not in c.documents and len(c.documents) == 4
     with pytest.raises(KeyError):
         c.documents["zz"]
+    with pytest.raises(CollectionError) as info:
+        c.documents["d8"]
+    (problem,) = info.value.problems
+    assert (problem.file, problem.line) == ("corpus.jsonl", None)
+    assert problem.message.startswith("cannot read a document: No such file or directory")
 
 
 def test_beir_corpus_changed_after_loading_is_an_error_not_another_document(
