@@ -493,7 +493,8 @@ def test_a_registered_domain_judges_the_constraints_of_a_generic_collection(
     from pytest_searcheval.collection.overrides import apply_constraint_overrides as generic
 
     monkeypatch.setitem(domain._REGISTRY, "shop", f"{__name__}:_Shop")
-    monkeypatch.delitem(domain._LOADED, "shop", raising=False)
+    # a private copy: the domain loaded here must not outlive the test
+    monkeypatch.setattr(domain, "_LOADED", {k: v for k, v in domain._LOADED.items() if k != "shop"})
     docs = [_generic(doc(i)) for i in (1, 2, 3)]
     queries = QUERIES.replace(
         'constraints: {network: "stellar:testnet", max_price_usd: "0.01"}',

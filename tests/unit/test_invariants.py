@@ -188,7 +188,7 @@ def test_threshold_compliance_judges_filters_by_the_collections_own_domain(
 
     (tmp_path / "shop_domain.py").write_text(SHOP_DOMAIN, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(domain, "_LOADED", dict(domain._LOADED))
+    monkeypatch.setattr(domain, "_LOADED", {k: v for k, v in domain._LOADED.items() if k != "shop"})
     monkeypatch.setitem(domain._REGISTRY, "shop", "shop_domain:Shop")
     shop = Collection(
         documents={
