@@ -35,14 +35,22 @@ def _coerce(result: Any) -> SearchResponse:
     return SearchResponse(hits=tuple(hits), meta={"scores": "rank"} if implied else {})
 
 
+def _why(exc: Exception) -> str:
+    """What was wrong with an answer: a parse error's own words, else the exception's."""
+    if isinstance(exc, TargetUnavailable):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
 class CallableTarget:
     """Wrap a Python function as a target.
 
     ``fn(query, *, profile, limit, filters, extract)`` returns a :class:`SearchResponse`, a JSON
     body like the reference engine's, a sequence of doc ids (best first), or of ``(id, score)``
     pairs. ``profiles``: names it serves (``None``: every configured profile is tried). Raise
-    :class:`TargetUnavailable` for a profile it cannot serve; any other exception is the error
-    of that one query (the evaluation records it and asks the next query as usual).
+    :class:`TargetUnavailable` for a profile it cannot serve; any other exception, and an answer
+    of none of these shapes, is the error of that one query (:class:`SearchFailed`: the
+    evaluation records it and asks the next query as usual).
     """
 
     def __init__(
@@ -86,7 +94,12 @@ class CallableTarget:
             # shows (a query test, an invariant case), never a traceback of the plugin.
             raise SearchFailed(f"{type(exc).__name__}: {exc}") from exc
         elapsed = (time.perf_counter() - start) * 1000.0
-        response = _coerce(result)
+        try:
+            response = _coerce(result)
+        except Exception as exc:
+            # A malformed answer is this query's error, as the function raising is: the next
+            # query may answer well, so the profile stays available.
+            raise SearchFailed(f"malformed answer: {_why(exc)}") from exc
         if response.latency_ms is None:
             response = replace(response, latency_ms=elapsed)
         return response

@@ -111,6 +111,21 @@ def test_a_profile_the_target_does_not_offer_is_unavailable() -> None:
     assert list(row["profiles"]) == ["bm25"]
 
 
+def test_a_malformed_answer_is_that_querys_error_and_the_profile_stays() -> None:
+    def search(query: str, **_: Any) -> Any:
+        if query == "weather forecast":
+            return {"error": "rate limited"}
+        return RANKINGS[query]
+
+    ev = _evaluation()
+    target = CallableTarget(search, profiles=("bm25",))
+    failed = evaluate_query(ev, target, ev.collection.queries["1"])
+    answered = evaluate_query(ev, target, ev.collection.queries["2"])
+    assert failed["errors"]["bm25"]["error"] == ("malformed answer: response has no 'results' list")
+    assert failed["unavailable"] == {} and ev.unavailable == {}
+    assert answered["profiles"]["bm25"]["ids"] == ["d2", "d9", "d4"]
+
+
 def test_a_failed_search_is_that_querys_error_and_the_next_query_is_asked() -> None:
     def search(query: str, **_: Any) -> list[str]:
         if query == "weather forecast":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -19,6 +20,7 @@ from pytest_searcheval.targets import (
     Hit,
     HttpTarget,
     MutableTarget,
+    SearchFailed,
     SearchResponse,
     SearchTarget,
     TargetUnavailable,
@@ -382,3 +384,18 @@ def test_a_body_neither_decoder_reads_is_an_error() -> None:
     for fast in (False, True):
         with pytest.raises(ValueError):
             _decode_json(b"<html>502 Bad Gateway</html>", fast=fast)
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        ({"error": "rate limited"}, "malformed answer: response has no 'results' list"),
+        ({"results": [{"score": 1}]}, "malformed answer: result 0 has no 'id'"),
+        ([("a", 0.5, "extra")], "malformed answer: ValueError: too many values to unpack"),
+        (None, "malformed answer: TypeError: 'NoneType' object is not iterable"),
+    ],
+)
+def test_a_malformed_callable_answer_is_that_querys_search_error(answer: Any, why: str) -> None:
+    target = CallableTarget(lambda q, **kw: answer, profiles=["hybrid"])
+    with pytest.raises(SearchFailed, match=re.escape(why)):
+        target.search("q", profile="hybrid")
