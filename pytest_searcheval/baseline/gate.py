@@ -341,14 +341,20 @@ def rule_conformance(ctx: GateContext) -> list[Rule]:
     if not conformance:
         return []
     bad = sorted(k for k, v in conformance.items() if _failed(v))
-    ran = [k for k, v in conformance.items() if v.get("status") != "skipped"]
+    # A case whose search errored judged nothing: it is counted apart, never as passed (the
+    # "no search errors" rule counts its error).
+    errored = sorted(k for k, v in conformance.items() if v.get("status") == "errored")
+    ran = [k for k, v in conformance.items() if v.get("status") not in ("skipped", "errored")]
+    unjudged = f"{len(errored)} not judged (search errors: {listed(errored)})" if errored else ""
     if not ran:
-        return [Rule("filter conformance", "skipped", "every conformance case skipped")]
+        why = f"no case judged: {unjudged}" if errored else "every conformance case skipped"
+        return [Rule("filter conformance", "skipped", why)]
     return [
         Rule(
             "filter conformance",
             "failed" if bad else "passed",
             f"{len(ran) - len(bad)}/{len(ran)} cases"
+            + (f", {unjudged}" if unjudged else "")
             + (f"; failing: {', '.join(bad[:10])}" if bad else ""),
         )
     ]

@@ -150,6 +150,28 @@ def test_rule_conformance_selects_the_filter_conformance_family_not_a_substring(
     assert gate.rule_conformance(_ctx(_report())) == []
 
 
+def test_rule_conformance_does_not_pass_cases_whose_search_errored() -> None:
+    report = _report()
+    errored = {"invariant": "filter-conformance", "status": "errored", "passed": False}
+    report["invariants"] = {f"filter-conformance-c{i}": dict(errored) for i in range(3)}
+    rule = _one(gate.rule_conformance(_ctx(report)))
+    assert (rule.status, rule.detail) == (
+        "skipped",
+        "no case judged: 3 not judged (search errors: filter-conformance-c0, "
+        "filter-conformance-c1, filter-conformance-c2)",
+    )
+    report["invariants"]["filter-conformance-c0"] = {
+        "invariant": "filter-conformance",
+        "status": "passed",
+        "passed": True,
+    }
+    rule = _one(gate.rule_conformance(_ctx(report)))
+    assert (rule.status, rule.detail) == (
+        "passed",
+        "1/1 cases, 2 not judged (search errors: filter-conformance-c1, filter-conformance-c2)",
+    )
+
+
 def test_rule_no_result_accuracy() -> None:
     assert _one(gate.rule_no_result_accuracy(_ctx())).status == "passed"
     rule = _one(gate.rule_no_result_accuracy(_ctx(_report(nra=0.5))))
