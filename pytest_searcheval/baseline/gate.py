@@ -136,6 +136,16 @@ class GateContext:
         ]
         return sum(values) / len(values) if values else None
 
+    def per_query(self, profile: str, measure: str) -> dict[str, float]:
+        """This run's value of ``measure`` on ``profile`` per query that scored it."""
+        out: dict[str, float] = {}
+        for qid, q in (self.report.get("queries") or {}).items():
+            result: Mapping[str, Any] = (q.get("profiles") or {}).get(profile) or {}
+            value = (result.get("measures") or {}).get(measure)
+            if value is not None:
+                out[str(qid)] = float(value)
+        return out
+
 
 #: The reason a rule comparing aggregates skips on a partial run (``-k``, ``--lf``, ``-x``).
 PARTIAL = "partial run (selected queries only)"
@@ -259,8 +269,26 @@ def rule_gate_over(ctx: GateContext) -> list[Rule]:
         if h is None or lx is None:
             out.append(Rule(name, "skipped", f"not measured now ({gated} {h}, {over} {lx})"))
             continue
+        errored = {p: ctx.errored(p) for p in (gated, over) if ctx.errored(p)}
+        on = ""
+        if errored:
+            # Each mean leaves out the queries that errored on its own profile: both are
+            # taken over the queries both profiles answered, so like is compared with like.
+            mine, theirs = ctx.per_query(gated, m), ctx.per_query(over, m)
+            both = sorted(set(mine) & set(theirs))
+            left_out = f"errored on {errors_by_profile(errored)}"
+            if not both:
+                out.append(Rule(name, "skipped", f"no query scored on both profiles ({left_out})"))
+                continue
+            whole = f"{h:.4f} vs {lx:.4f}"
+            h = sum(mine[q] for q in both) / len(both)
+            lx = sum(theirs[q] for q in both) / len(both)
+            on = (
+                f" on the {len(both)} queries both answered ({left_out}, left out; "
+                f"over every query each answered {whole})"
+            )
         ok = h >= lx
-        parts = [f"now {h:.4f} vs {lx:.4f}"]
+        parts = [f"now {h:.4f} vs {lx:.4f}{on}"]
         bh, bl = ctx.base_mean(gated, m), ctx.base_mean(over, m)
         if ctx.baseline and bh is not None and bl is not None:
             ok = ok and bh >= bl
@@ -371,8 +399,39 @@ def rule_no_result_accuracy(ctx: GateContext) -> list[Rule]:
         return [Rule(name, "skipped", ctx.no_baseline or ctx.partial)]
     if nra_now is None or nra_base is None:
         return [Rule(name, "skipped", f"not measured (now {nra_now}, baseline {nra_base})")]
+    on = ""
+    queries = ctx.report.get("queries") or {}
+    unanswerable = sorted(str(q) for q, v in queries.items() if v.get("unanswerable"))
+    errored = [q for q in ctx.errored(ctx.gated) if q in unanswerable]
+    if errored:
+        # This run's accuracy leaves out the unanswerable queries whose search errored: the
+        # baseline's is taken over the same queries, from the results it recorded per query.
+        whole = float(nra_base)
+        recorded: Mapping[str, Any] = (base.get("queries") if base else None) or {}
+        same = [q for q in unanswerable if q not in errored]
+        lacking = [q for q in same if not isinstance((recorded.get(q) or {}).get("ids"), list)]
+        left_out = f"{len(errored)} unanswerable errored, not scored ({listed(errored)})"
+        if lacking or not same:
+            why = (
+                f"the baseline records no results of {listed(lacking)}"
+                if lacking
+                else "no unanswerable query answered"
+            )
+            return [
+                Rule(
+                    name,
+                    "skipped",
+                    f"cannot compare on the same queries: {left_out}, and {why} "
+                    f"(now {float(nra_now):.4f}, baseline over every query {whole:.4f})",
+                )
+            ]
+        nra_base = sum(1 for q in same if not recorded[q]["ids"]) / len(same)
+        on = (
+            f" on the queries that answered: {left_out}, baseline over every "
+            f"unanswerable query {whole:.4f}"
+        )
     ok = float(nra_now) >= float(nra_base) - 1e-12
-    return [Rule(name, "passed" if ok else "failed", f"{nra_now:.4f} vs {float(nra_base):.4f}")]
+    return [Rule(name, "passed" if ok else "failed", f"{nra_now:.4f} vs {float(nra_base):.4f}{on}")]
 
 
 def rule_invariants(ctx: GateContext) -> list[Rule]:

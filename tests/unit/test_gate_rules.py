@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
+import gate_data
 import pytest
 from gate_data import CFG, OK, report
 
@@ -125,6 +126,36 @@ def test_rule_gate_over() -> None:
     assert gate.rule_gate_over(_ctx(cfg=dataclasses.replace(CFG, gate_over=None))) == []
 
 
+def test_rule_gate_over_compares_the_queries_both_profiles_answered() -> None:
+    # hybrid 0.7 on q1-q3 and errored on q4; lexical 0.8 on q1-q3 and 0.2 on q4: each
+    # profile's mean alone (0.7 vs 0.65) would pass, though hybrid is worse on the same queries.
+    report = _report(ndcg=0.7, recall=0.7)
+    report["profiles"]["lexical"] = gate_data.profile(0.65, 0.65)
+    report["queries"] = {
+        q: {
+            "profiles": {
+                "lexical": {"measures": {"nDCG@10": v, "R@20": v}, "ids": ["a"]},
+                **({} if q == "q4" else {"hybrid": {"measures": {"nDCG@10": 0.7, "R@20": 0.7}}}),
+            },
+            **({"errors": {"hybrid": {"error": "HTTP 503"}}} if q == "q4" else {}),
+        }
+        for q, v in (("q1", 0.8), ("q2", 0.8), ("q3", 0.8), ("q4", 0.2))
+    }
+    rule = gate.rule_gate_over(_ctx(report, None))[0]
+    assert (rule.status, rule.detail) == (
+        "failed",
+        "now 0.7000 vs 0.8000 on the 3 queries both answered (errored on hybrid 1 (q4), "
+        "left out; over every query each answered 0.7000 vs 0.6500)",
+    )
+    for q in report["queries"].values():
+        q["profiles"].pop("hybrid", None)
+    rule = gate.rule_gate_over(_ctx(report, None))[0]
+    assert (rule.status, rule.detail) == (
+        "skipped",
+        "no query scored on both profiles (errored on hybrid 1 (q4))",
+    )
+
+
 def test_rule_hard_filters() -> None:
     assert _one(gate.rule_hard_filters(_ctx())).status == "passed"
     report = _report()
@@ -176,6 +207,39 @@ def test_rule_no_result_accuracy() -> None:
     assert _one(gate.rule_no_result_accuracy(_ctx())).status == "passed"
     rule = _one(gate.rule_no_result_accuracy(_ctx(_report(nra=0.5))))
     assert rule.status == "failed" and rule.detail == "0.5000 vs 0.9000"
+
+
+def test_rule_no_result_accuracy_compares_the_unanswerable_queries_that_answered() -> None:
+    # u4 errored now; the baseline answered it correctly (nothing): over every query its
+    # accuracy is 0.75, over the three that answered now 2/3, as now.
+    report = _report(nra=2 / 3)
+    report["queries"] = {
+        q: {"unanswerable": True, "profiles": {"hybrid": {"measures": {}, "ids": ids}}}
+        for q, ids in (("u1", []), ("u2", []), ("u3", ["x"]))
+    }
+    report["queries"]["u4"] = {"unanswerable": True, "errors": {"hybrid": {"error": "HTTP 503"}}}
+    base = copy.deepcopy(BASE)
+    base["profiles"]["hybrid"]["no_result_accuracy"] = 0.75
+    base["profiles"]["hybrid"]["queries"] = {
+        "u1": {"ids": []},
+        "u2": {"ids": []},
+        "u3": {"ids": ["x"]},
+        "u4": {"ids": []},
+    }
+    rule = _one(gate.rule_no_result_accuracy(_ctx(report, base)))
+    assert (rule.status, rule.detail) == (
+        "passed",
+        "0.6667 vs 0.6667 on the queries that answered: 1 unanswerable errored, not scored "
+        "(u4), baseline over every unanswerable query 0.7500",
+    )
+    base["profiles"]["hybrid"]["queries"] = {}
+    rule = _one(gate.rule_no_result_accuracy(_ctx(report, base)))
+    assert (rule.status, rule.detail) == (
+        "skipped",
+        "cannot compare on the same queries: 1 unanswerable errored, not scored (u4), and the "
+        "baseline records no results of u1, u2, u3 (now 0.6667, baseline over every query "
+        "0.7500)",
+    )
 
 
 def test_rule_invariants() -> None:
