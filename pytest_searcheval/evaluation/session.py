@@ -222,6 +222,26 @@ class Evaluation:
                 remember(target, response, profile=profile, text=query.text, limit=self.cfg.limit)
         return response
 
+    def judged(self, target: SearchTarget, query: Query) -> None:
+        """A query test judged the gated profile's answer to ``query``: the read-only invariant
+        searching the same request (threshold compliance) may then leave that answer's
+        documents, applied filters and unanswerable expectation to it. Only a test that ran in
+        this process says so; an errored search left no answer to judge."""
+        response = self.cache.get((query.id, self.cfg.gated))
+        if response is None or getattr(target, "search_query", None) is not None:
+            return
+        from pytest_searcheval.invariants.base import remember
+
+        with self.invariant_context.active():
+            remember(
+                target,
+                response,
+                profile=self.cfg.gated,
+                text=query.text,
+                limit=self.cfg.limit,
+                judged=True,
+            )
+
     def close(self) -> None:
         """Forget the answers and what the invariants cached: the end of the session."""
         self.cache.clear()

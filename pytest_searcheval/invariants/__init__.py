@@ -16,9 +16,10 @@ exact definitions and every setting):
     (``known-item-stability-reindex``) re-indexes an isolated clone and requires the same.
 ``paraphrase-churn``      queries sharing a ``group`` keep RBO and Jaccard@k above bounds.
 ``threshold-compliance``  the limit holds, scores do not increase, nothing is returned under a
-    reported no-result decision; with explicit filters, results satisfy them (judged by the
-    collection's domain) and an unanswerable query returns nothing (without, the query test
-    judges that).
+    reported no-result decision, every result is a document of the collection and satisfies
+    the explicit and applied filters (judged by the collection's domain), and an unanswerable
+    query returns nothing; those last checks are left to the plugin's query test only for an
+    answer it judged in the same process (the same request, no explicit filters).
 ``duplicate-resistance``  a keyword-stuffed and a near-duplicate copy of a known item, inserted
     into an isolated clone, neither push it from its rank nor take more than a bound of top-k.
 ``deletion-isolation``    a listing deleted from an isolated clone disappears at once and every

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_searcheval.collection.model import Collection, Query
 from pytest_searcheval.jsonsafe import json_safe
@@ -108,10 +108,14 @@ class InvariantContext:
         default_factory=dict
     )
     shared: dict[tuple[int, str], Any] = field(default_factory=dict)
+    # The cached requests whose answer a query test of this session judged
+    # (remember with judged=True), keyed and holding the target as ``caches`` does.
+    judged: dict[int, tuple[object, set[_RequestKey]]] = field(default_factory=dict)
 
     def clear(self) -> None:
         self.caches.clear()
         self.shared.clear()
+        self.judged.clear()
 
     @contextmanager
     def active(self) -> Iterator[InvariantContext]:
@@ -377,6 +381,7 @@ class Verdict:
 
 #: (profile, text, limit, filters as sorted JSON, extract)
 _RequestKey = tuple[str, str, int, str, bool]
+_T = TypeVar("_T")
 
 
 class Searcher:
@@ -416,6 +421,21 @@ class Searcher:
             response = self._cache[key] = lean(response)
         return response
 
+    def judged(
+        self,
+        text: str,
+        *,
+        limit: int,
+        filters: Mapping[str, Any] | None = None,
+        extract: bool = True,
+    ) -> bool:
+        """Whether the cached answer to this request is one a query test of this session
+        judged (:func:`remember` with ``judged``): never for a searcher that does not cache."""
+        if self._cache is None:
+            return False
+        key = _request_key(self.profile, text, limit, filters, extract)
+        return key in self._cache and key in _judged_keys(self.target)
+
 
 def lean(response: SearchResponse) -> SearchResponse:
     """``response`` without the listing bodies its hits carry: what a cached answer keeps.
@@ -429,11 +449,20 @@ def lean(response: SearchResponse) -> SearchResponse:
 
 
 def _shared_cache(target: object) -> dict[_RequestKey, SearchResponse]:
-    caches = current_context().caches
-    entry = caches.get(id(target))
+    return _of_target(current_context().caches, target, dict)
+
+
+def _judged_keys(target: object) -> set[_RequestKey]:
+    return _of_target(current_context().judged, target, set)
+
+
+def _of_target(table: dict[int, tuple[object, _T]], target: object, make: Callable[[], _T]) -> _T:
+    """``target``'s entry of ``table`` (keyed by id, holding the target itself so the id
+    cannot be reused while it is there), made when missing."""
+    entry = table.get(id(target))
     if entry is None or entry[0] is not target:
-        entry = (target, {})
-        caches[id(target)] = entry
+        entry = (target, make())
+        table[id(target)] = entry
     return entry[1]
 
 
@@ -446,13 +475,21 @@ def remember(
     limit: int,
     filters: Mapping[str, Any] | None = None,
     extract: bool = True,
+    judged: bool = False,
 ) -> None:
     """Offer the answer to a search made elsewhere in this process (a query test's) to the
     invariants that search ``target`` read-only with exactly the same request, so it is not
-    sent twice. Only for targets whose answers the invariants cache anyway."""
-    _shared_cache(target).setdefault(
-        _request_key(profile, text, limit, filters, extract), lean(response)
-    )
+    sent twice. Only for targets whose answers the invariants cache anyway.
+
+    ``judged``: a query test judged ``response`` (its documents, applied filters and
+    unanswerable expectation). Recorded only when the answer the invariants hold for the
+    request is that very answer (the same ids and applied filters), so an invariant reading it
+    (:meth:`Searcher.judged`) may leave those checks to the query test; any other answer keeps
+    all its checks."""
+    key = _request_key(profile, text, limit, filters, extract)
+    cached = _shared_cache(target).setdefault(key, lean(response))
+    if judged and cached.ids == response.ids and cached.applied_filters == response.applied_filters:
+        _judged_keys(target).add(key)
 
 
 def _request_key(

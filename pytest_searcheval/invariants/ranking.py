@@ -244,9 +244,13 @@ def check_threshold_compliance(
       judges them: for x402 the independent oracle), and an unanswerable query
       (``expect.no_result`` or class ``no-result``) returns nothing.
 
-    A query without labelled constraints makes the query test's own request (its text, the
-    profile, the limit, no filters), so the query test judges that result's documents, applied
-    filters and unanswerable expectation: one bad result is one failure, not two.
+    Without explicit filters the search is the query test's own request (its text, the
+    profile, the limit, no filters). When the answer is the one a query test of this session
+    judged (:meth:`Searcher.judged`: the plugin's query test ran in this process and its
+    answer is the one cached), that test has judged its documents, applied filters and
+    unanswerable expectation, and the case leaves them to it: one bad result is one failure,
+    not two. Otherwise (the standalone API, a deselected or errored query test, another
+    worker's) the case checks them itself.
     """
     cid = f"threshold-compliance-{query.id}"
     v = Verdict(cid, "threshold-compliance", query_line(query, profile_of(settings)))
@@ -264,9 +268,9 @@ def check_threshold_compliance(
     dupes = sorted(d for d, n in Counter(ids).items() if n > 1)
     if dupes:
         v.fail(f"ids returned more than once: {', '.join(dupes)}", code="duplicate-ids")
-    # Without explicit filters this is test_query's request: what that test checks of the
-    # result (unknown documents, the applied filters, the unanswerable expectation) is its own.
-    own = bool(explicit)
+    # An answer a query test of this session judged: what that test checks of the result
+    # (unknown documents, the applied filters, the unanswerable expectation) is its own.
+    own = bool(explicit) or not search.judged(query.text, limit=settings.limit)
     for rank, d in enumerate(ids if own else (), start=1):
         doc = coll.documents.get(d)
         if doc is None:

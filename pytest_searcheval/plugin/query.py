@@ -46,6 +46,7 @@ class QueryItem(SearchEvalItem):
             row["ledger"] = None
             state.record("query", row)
             raise SearchError(format_failure(state, row))
+        state.judged(target, self.payload)
         reasons = [Reason.from_dict(r) for r in row["reasons"]]
         verdict = self.verdict(reasons) if reasons else None
         row["ledger"] = self.ledger_status(bool(reasons), verdict)

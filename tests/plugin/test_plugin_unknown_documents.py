@@ -47,6 +47,16 @@ def _project(pytester: pytest.Pytester) -> None:
     )
 
 
+def _project_with_no_result_query(pytester: pytest.Pytester) -> None:
+    """The project, and query 3, of class no-result, answered like query 1."""
+    _project(pytester)
+    with (pytester.path / "queries.jsonl").open("a") as fh:
+        fh.write(json.dumps({"_id": "3", "text": "plums", "metadata": {"class": "no-result"}}))
+        fh.write("\n")
+    with (pytester.path / "qrels" / "test.tsv").open("a") as fh:
+        fh.write("3\td1\t0\n")  # judged, so in the test split
+
+
 def test_an_unknown_document_is_counted_apart_and_excused_by_the_ledger(
     pytester: pytest.Pytester,
 ) -> None:
@@ -72,12 +82,7 @@ def test_an_unknown_document_is_counted_apart_and_excused_by_the_ledger(
 def test_one_bad_result_is_one_failure(pytester: pytest.Pytester) -> None:
     """Threshold compliance searches an unconstrained query as its query test does; that
     result's unknown documents and answered unanswerable query fail the query test alone."""
-    _project(pytester)
-    with (pytester.path / "queries.jsonl").open("a") as fh:
-        fh.write(json.dumps({"_id": "3", "text": "plums", "metadata": {"class": "no-result"}}))
-        fh.write("\n")
-    with (pytester.path / "qrels" / "test.tsv").open("a") as fh:
-        fh.write("3\td1\t0\n")  # judged, so in the test split
+    _project_with_no_result_query(pytester)
     result = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider", "-rA")
     out = result.stdout.str()
     failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAILED "))
@@ -88,3 +93,23 @@ def test_one_bad_result_is_one_failure(pytester: pytest.Pytester) -> None:
     assert "PASSED queries.jsonl::test_invariant[threshold-compliance-2]" in out
     assert "PASSED queries.jsonl::test_invariant[threshold-compliance-3]" in out
     assert "unanswerable query returned 2 results (expected none)" in out
+
+
+def test_a_bad_result_no_query_test_judged_fails_the_invariant(
+    pytester: pytest.Pytester,
+) -> None:
+    """With the query tests deselected (-k) nothing else judges the result: threshold
+    compliance fails the unknown document and the answered no-result query itself."""
+    _project_with_no_result_query(pytester)
+    result = pytester.runpytest_subprocess(
+        "--search-eval", "-p", "no:cacheprovider", "-rA", "-k", "threshold"
+    )
+    out = result.stdout.str()
+    failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAILED "))
+    assert failed == [
+        "queries.jsonl::test_invariant[threshold-compliance-2]",
+        "queries.jsonl::test_invariant[threshold-compliance-3]",
+    ], out[-3000:]
+    assert "rank 1: 'd9' is not a document of the collection" in out
+    assert "unanswerable query returned 2 result(s); expected none" in out
+    assert "PASSED queries.jsonl::test_query" not in out

@@ -379,17 +379,49 @@ def test_leak_message_names_query_document_and_filter(
     assert "network 'stellar:pubnet' != 'stellar:testnet'" in o.message
 
 
-def test_threshold_compliance_leaves_the_query_tests_result_to_it(
+def test_threshold_compliance_judges_an_answer_no_query_test_judged() -> None:
+    """The standalone API has no query test: an unconstrained query's answer gets every check."""
+    from pytest_searcheval.collection.model import Document, Query
+    from pytest_searcheval.targets.callable import CallableTarget
+
+    generic = Collection(
+        documents={"d1": Document("d1", "t", "x")},
+        queries={"q1": Query("q1", "nothing here", "no-result", "test")},
+        judgments={},
+    )
+    target = CallableTarget(lambda q, **kw: ["ghost-doc", "d1"], profiles=["hybrid"])
+    (case,) = inv.cases(generic, {"split": "test", "profile": "hybrid"})
+    o = case.outcome(target)
+    assert o.status == "failed"
+    assert "rank 1: 'ghost-doc' is not a document of the collection" in o.message
+    assert "unanswerable query returned 2 result(s); expected none" in o.message
+
+
+def test_threshold_compliance_leaves_an_answer_the_query_test_judged_to_it(
     coll: Collection, memory: MemoryTarget
 ) -> None:
-    # q030 has no labelled constraints: its search is the query test's own request, and that
-    # test fails an answered unanswerable query (or a document outside the corpus) once.
+    from pytest_searcheval.invariants.base import remember
+
+    # q030 has no labelled constraints: its search is the query test's own request.
     broken = BrokenTarget(memory, "answer-unanswerable")
-    by_id = {c.id: c for c in inv.cases(coll, SETTINGS)}
-    assert by_id["threshold-compliance-q030"].outcome(memory).passed
-    assert by_id["threshold-compliance-q030"].outcome(broken).passed
-    # With explicit filters it is another request, and the invariant judges its result.
+    case = {c.id: c for c in inv.cases(coll, SETTINGS)}["threshold-compliance-q030"]
     q030 = coll.queries["q030"]
+    request = {"profile": "hybrid", "text": q030.text, "limit": 20}
+    answer = broken.search(q030.text, profile="hybrid", limit=20, filters={}, extract=True)
+    assert answer.ids
+    # The answer shared by a search made elsewhere, no query test having judged it: checked.
+    remember(broken, answer, **request)
+    unjudged = case.outcome(broken)
+    assert unjudged.status == "failed"
+    assert "unanswerable query returned 3 result(s); expected none" in unjudged.message
+    # A query test judged another answer than the one held: still checked.
+    other = dataclasses.replace(answer, hits=answer.hits[:1])
+    remember(broken, other, **request, judged=True)
+    assert case.outcome(broken).status == "failed"
+    # The query test judged this very answer: it fails the answered query once, not twice.
+    remember(broken, answer, **request, judged=True)
+    assert case.outcome(broken).passed
+    # With explicit filters it is another request, and the invariant judges its result.
     filtered = dataclasses.replace(q030, constraints={"network": "stellar:testnet"})
     o = inv.check_threshold_compliance(broken, coll, filtered, SETTINGS)
     assert o.status == "failed"
