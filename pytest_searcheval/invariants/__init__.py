@@ -18,8 +18,9 @@ exact definitions and every setting):
 ``threshold-compliance``  the limit holds, scores do not increase, nothing is returned under a
     reported no-result decision, every result is a document of the collection and satisfies
     the explicit and applied filters (judged by the collection's domain), and an unanswerable
-    query returns nothing; those last checks are left to the plugin's query test only for an
-    answer it judged in the same process (the same request, no explicit filters).
+    query returns nothing; those last checks are left to the plugin's query test only for a
+    query the session's query tests judge (selected, no search error; the same request, no
+    explicit filters).
 ``duplicate-resistance``  a keyword-stuffed and a near-duplicate copy of a known item, inserted
     into an isolated clone, neither push it from its rank nor take more than a bound of top-k.
 ``deletion-isolation``    a listing deleted from an isolated clone disappears at once and every

@@ -111,11 +111,22 @@ class InvariantContext:
     # The cached requests whose answer a query test of this session judged
     # (remember with judged=True), keyed and holding the target as ``caches`` does.
     judged: dict[int, tuple[object, set[_RequestKey]]] = field(default_factory=dict)
+    # The queries whose query test this session selected (the same set on every xdist worker,
+    # so where a check lands does not depend on which worker runs which test), and those whose
+    # query test's search errored in this process (that test judged no answer).
+    query_tests: frozenset[str] = frozenset()
+    query_errors: set[str] = field(default_factory=set)
 
     def clear(self) -> None:
         self.caches.clear()
         self.shared.clear()
         self.judged.clear()
+        self.query_errors.clear()
+
+    def query_test_judges(self, query_id: str) -> bool:
+        """Whether the session's query test of ``query_id`` judges the answer to its own
+        request (selected in this session, and its search did not error in this process)."""
+        return query_id in self.query_tests and query_id not in self.query_errors
 
     @contextmanager
     def active(self) -> Iterator[InvariantContext]:

@@ -18,6 +18,7 @@ from pytest_searcheval.invariants.base import (
     InvariantSettings,
     Searcher,
     Verdict,
+    current_context,
     isolated_clone,
     profile_of,
     query_line,
@@ -245,12 +246,13 @@ def check_threshold_compliance(
       (``expect.no_result`` or class ``no-result``) returns nothing.
 
     Without explicit filters the search is the query test's own request (its text, the
-    profile, the limit, no filters). When the answer is the one a query test of this session
-    judged (:meth:`Searcher.judged`: the plugin's query test ran in this process and its
-    answer is the one cached), that test has judged its documents, applied filters and
-    unanswerable expectation, and the case leaves them to it: one bad result is one failure,
-    not two. Otherwise (the standalone API, a deselected or errored query test, another
-    worker's) the case checks them itself.
+    profile, the limit, no filters). When the plugin's session selected that query's test (on
+    every xdist worker alike) and its search did not error in this process, or the answer is
+    the one a query test of this session judged (:meth:`Searcher.judged`), that test judges
+    the answer's documents, applied filters and unanswerable expectation, and the case leaves
+    them to it: one bad result is one failure, not two, whatever the order or the worker.
+    Otherwise (the standalone API, a deselected or errored query test) the case checks them
+    itself.
     """
     cid = f"threshold-compliance-{query.id}"
     v = Verdict(cid, "threshold-compliance", query_line(query, profile_of(settings)))
@@ -270,7 +272,10 @@ def check_threshold_compliance(
         v.fail(f"ids returned more than once: {', '.join(dupes)}", code="duplicate-ids")
     # An answer a query test of this session judged: what that test checks of the result
     # (unknown documents, the applied filters, the unanswerable expectation) is its own.
-    own = bool(explicit) or not search.judged(query.text, limit=settings.limit)
+    own = bool(explicit) or not (
+        current_context().query_test_judges(query.id)
+        or search.judged(query.text, limit=settings.limit)
+    )
     for rank, d in enumerate(ids if own else (), start=1):
         doc = coll.documents.get(d)
         if doc is None:

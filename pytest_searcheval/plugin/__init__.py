@@ -248,6 +248,13 @@ class SessionHooks:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         selected = _by_kind(session.items)
         self.state.selected = sum(selected.values())
+        # Which query tests run in this session: the same on every xdist worker, so threshold
+        # compliance leaves to them what they judge whichever worker runs them.
+        self.state.invariant_context.query_tests = frozenset(
+            item.payload.id
+            for item in session.items
+            if isinstance(item, SearchEvalItem) and item.kind == "query"
+        )
         # A deselection (-k, -m, --lf, node ids, --deselect) of any query test, or of some but
         # not all invariant cases, makes the run partial: its report goes beside the full one
         # and the gate judges only what it can. Leaving out a whole kind (-m searcheval_query)

@@ -45,6 +45,7 @@ class QueryItem(SearchEvalItem):
             # failure ledger could excuse.
             row["ledger"] = None
             state.record("query", row)
+            state.invariant_context.query_errors.add(self.payload.id)
             raise SearchError(format_failure(state, row))
         state.judged(target, self.payload)
         reasons = [Reason.from_dict(r) for r in row["reasons"]]

@@ -95,6 +95,37 @@ def test_one_bad_result_is_one_failure(pytester: pytest.Pytester) -> None:
     assert "unanswerable query returned 2 results (expected none)" in out
 
 
+REVERSED = """
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    items.reverse()  # the invariant cases run before the query tests
+"""
+
+
+@pytest.mark.parametrize("order", ["reversed", "xdist"])
+def test_one_bad_result_is_one_failure_in_any_order_or_worker(
+    pytester: pytest.Pytester, order: str
+) -> None:
+    """Where the check lands is decided by which query tests the session selected, the same
+    on every worker: not by whether the query test happened to run first in this process."""
+    _project_with_no_result_query(pytester)
+    if order == "reversed":
+        pytester.makeconftest(pytester.path.joinpath("conftest.py").read_text() + REVERSED)
+        args: tuple[str, ...] = ()
+    else:
+        pytest.importorskip("xdist")
+        args = ("-n", "2")
+    result = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider", "-rA", *args)
+    out = result.stdout.str()
+    failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAILED "))
+    assert failed == [
+        "queries.jsonl::test_query[2-generic]",
+        "queries.jsonl::test_query[3-no-result]",
+    ], out[-3000:]
+
+
 def test_a_bad_result_no_query_test_judged_fails_the_invariant(
     pytester: pytest.Pytester,
 ) -> None:
