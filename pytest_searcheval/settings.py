@@ -205,7 +205,10 @@ class SearchEvalConfig:
     query_tolerance: float = setting(0.2, "allowed per-query drop vs baseline", check=_non_negative)
     max_errors: int = setting(
         0,
-        "errored queries per profile the gate tolerates (a search that failed after its retries)",
+        "errored queries per profile the gate tolerates (a search that failed after its "
+        "retries); the rules comparing means then compare the queries that answered: with the "
+        "baseline on the same queries, and the gated profile with the gate-over profile on the "
+        "queries both answered",
         check=_non_negative,
     )
     query_measure: str = setting(
