@@ -162,17 +162,12 @@ def batch_measures(
     done = evaluation.batched.get(profile)
     if done is not None:
         return done
-    from pytest_searcheval import metrics
 
     cfg = evaluation.cfg
-    judgments = evaluation.collection.judgments
-    level = cfg.relevance_level or 1
     run: dict[str, Sequence[str]] = {}
     for query in evaluation.selected_queries():
         qid = query.id
-        if not (
-            qid in judgments if cfg.trec_compat else relevant_count(judgments.get(qid, {}), level)
-        ):
+        if not _scored(evaluation, qid):
             continue
         response = evaluation.search(target, query, profile)
         if response is None:
@@ -184,22 +179,11 @@ def batch_measures(
     locate = getattr(target, "locate", None)
     if callable(locate) and run and all(hasattr(r, "positions") for r in run.values()):
         # every query's judged documents found in one pass over the run's arrays
+        judgments = evaluation.collection.judgments
         found = locate(profile, {qid: list(judgments.get(qid, {})) for qid in run})
         run = {qid: _Located(found[qid]) for qid in run}
     try:
-        per_query = (
-            metrics.evaluate(
-                {qid: judgments.get(qid, {}) for qid in run},
-                run,
-                cfg.measures,
-                relevance_level=level,
-                gain=cfg.gain,
-                trec_compat=cfg.trec_compat,
-                max_grade=_top_grade(evaluation),
-            )
-            if run
-            else {}
-        )
+        per_query = _evaluate(evaluation, run, cfg.measures) if run else {}
     except ValueError:
         return None  # scored query by query then, and the error raised where it always was
     done = {
@@ -256,23 +240,10 @@ def measure_one(
 ) -> dict[str, float]:
     """Measures of one ranking; undefined values (NaN) and queries without a document at the
     relevance level are left out, as in the aggregates."""
-    from pytest_searcheval import metrics
 
-    cfg = evaluation.cfg
-    judged = evaluation.collection.judgments.get(qid, {})
-    if cfg.trec_compat and qid not in evaluation.collection.judgments:
+    if not _scored(evaluation, qid):
         return {}
-    if relevant_count(judged, cfg.relevance_level or 1) == 0 and not cfg.trec_compat:
-        return {}
-    per_query = metrics.evaluate(
-        {qid: judged},
-        {qid: list(ids)},
-        measures,
-        relevance_level=cfg.relevance_level or 1,
-        gain=cfg.gain,
-        trec_compat=cfg.trec_compat,
-        max_grade=_top_grade(evaluation),
-    )
+    per_query = _evaluate(evaluation, {qid: list(ids)}, measures)
     return {m: float(v) for m, v in per_query.get(qid, {}).items() if math.isfinite(v)}
 
 
@@ -280,6 +251,35 @@ def _top_grade(evaluation: Evaluation) -> int | None:
     # ERR's g_max is the collection's scale, not the largest grade of the queries at hand
     # (one query when a test scores its own ranking)
     return max(evaluation.collection.grades, default=None)
+
+
+def _scored(evaluation: Evaluation, qid: str) -> bool:
+    """Whether relevance measures score ``qid``: in trec-compat mode every judged query
+    (trec_eval ``-c``), else a query with a judged document at the relevance level."""
+    judgments = evaluation.collection.judgments
+    if evaluation.cfg.trec_compat:
+        return qid in judgments
+    return relevant_count(judgments.get(qid, {}), evaluation.cfg.relevance_level or 1) > 0
+
+
+def _evaluate(
+    evaluation: Evaluation, run: Mapping[str, Sequence[str]], measures: Sequence[str]
+) -> Any:
+    """``metrics.evaluate`` of ``run`` against the collection's judgments under the run's
+    conventions (relevance level, gain, trec-compat, the scale's top grade for ERR)."""
+    from pytest_searcheval import metrics
+
+    cfg = evaluation.cfg
+    judgments = evaluation.collection.judgments
+    return metrics.evaluate(
+        {qid: judgments.get(qid, {}) for qid in run},
+        run,
+        measures,
+        relevance_level=cfg.relevance_level or 1,
+        gain=cfg.gain,
+        trec_compat=cfg.trec_compat,
+        max_grade=_top_grade(evaluation),
+    )
 
 
 def fill_measures(evaluation: Evaluation, rows: Mapping[str, QueryRow]) -> None:
@@ -290,11 +290,8 @@ def fill_measures(evaluation: Evaluation, rows: Mapping[str, QueryRow]) -> None:
     aggregates); the others keep ``measures == {}`` and are scored by no-result accuracy. In
     trec-compat mode every judged query is scored (trec_eval ``-c``), also when the target
     did not answer it: it counts with an empty ranking."""
-    from pytest_searcheval import metrics
 
     cfg = evaluation.cfg
-    judgments = evaluation.collection.judgments
-    level = cfg.relevance_level or 1
     for profile in cfg.profiles or ():
         run = {
             qid: row["profiles"][profile]["ids"]
@@ -302,24 +299,11 @@ def fill_measures(evaluation: Evaluation, rows: Mapping[str, QueryRow]) -> None:
             if profile in row["profiles"]
             # measured in the query test already (batch_measures): its ids may be cut
             and not row["profiles"][profile].get("measures_complete")
-            and (
-                qid in judgments
-                if cfg.trec_compat
-                else relevant_count(judgments.get(qid, {}), level) > 0
-            )
+            and _scored(evaluation, qid)
         }
         if not run:
             continue
-        qrels = {qid: judgments.get(qid, {}) for qid in run}
-        per_query = metrics.evaluate(
-            qrels,
-            run,
-            cfg.measures,
-            relevance_level=level,
-            gain=cfg.gain,
-            trec_compat=cfg.trec_compat,
-            max_grade=_top_grade(evaluation),
-        )
+        per_query = _evaluate(evaluation, run, cfg.measures)
         for qid, values in per_query.items():
             rows[qid]["profiles"][profile]["measures"] = {
                 m: float(v) for m, v in values.items() if math.isfinite(v)
