@@ -57,6 +57,11 @@ def _project_with_no_result_query(pytester: pytest.Pytester) -> None:
         fh.write("3\td1\t0\n")  # judged, so in the test split
 
 
+def _failed(out: str) -> list[str]:
+    """The node ids of a run's FAILED summary lines, sorted."""
+    return sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAILED "))
+
+
 def test_an_unknown_document_is_counted_apart_and_excused_by_the_ledger(
     pytester: pytest.Pytester,
 ) -> None:
@@ -85,7 +90,7 @@ def test_one_bad_result_is_one_failure(pytester: pytest.Pytester) -> None:
     _project_with_no_result_query(pytester)
     result = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider", "-rA")
     out = result.stdout.str()
-    failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAILED "))
+    failed = _failed(out)
     assert failed == [
         "queries.jsonl::test_query[2-generic]",
         "queries.jsonl::test_query[3-no-result]",
@@ -119,7 +124,7 @@ def test_one_bad_result_is_one_failure_in_any_order_or_worker(
         args = ("-n", "2")
     result = pytester.runpytest_subprocess("--search-eval", "-p", "no:cacheprovider", "-rA", *args)
     out = result.stdout.str()
-    failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAILED "))
+    failed = _failed(out)
     assert failed == [
         "queries.jsonl::test_query[2-generic]",
         "queries.jsonl::test_query[3-no-result]",
@@ -136,7 +141,7 @@ def test_a_bad_result_no_query_test_judged_fails_the_invariant(
         "--search-eval", "-p", "no:cacheprovider", "-rA", "-k", "threshold"
     )
     out = result.stdout.str()
-    failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAILED "))
+    failed = _failed(out)
     assert failed == [
         "queries.jsonl::test_invariant[threshold-compliance-2]",
         "queries.jsonl::test_invariant[threshold-compliance-3]",
