@@ -1,5 +1,5 @@
-"""Build the outside collections (outside/dev, outside/final, outside/final2) from the writers'
-files.
+"""Build the outside collections (outside/dev, outside/final, outside/final2, outside/final3)
+from the writers' files.
 
 The writers' files (outside/writers/w1.yaml .. w6.yaml, kept as delivered) list queries written
 blind to qrels/ and to the taxonomy: each with kind, text, near_capability, target and note
@@ -12,7 +12,9 @@ corpus, so that the loader, the plugin and the engine read them like any other:
 
 Parts: dev = w1 + w2 (split dev: training and tuning); final = w3 + w4 (split test: the final
 test of the first round, used once for the answerability model; tuning data from the second
-round on); final2 = w5 + w6 (split test: the second round's final test, used once). Classes:
+round on); final2 = w5 + w6 (split test: the second round's final test, used once; tuning data
+from the third round on); final3 = w7 + w8 (split test: the relevance model's final test, written
+after the model was frozen, used once). Classes:
 ``no-result`` for the writer's unanswerable queries (expect no_result, the writer's claim, which
 the merged judgments can overturn), ``vocabulary-mismatch`` for answerable ones worded far from
 their listing, ``constrained`` for needs stated with hard requirements (their ``filters``, in
@@ -39,6 +41,7 @@ PARTS = {
     "dev": (("w1", "w2"), "dev"),
     "final": (("w3", "w4"), "test"),
     "final2": (("w5", "w6"), "test"),
+    "final3": (("w7", "w8"), "test"),
 }
 CLASSES = {
     "unanswerable": "no-result",

@@ -125,6 +125,7 @@ def engine_ranks(
     queries: dict[str, str],
     depth: int,
     constraints: dict[str, dict[str, Any]] | None = None,
+    profiles: tuple[str, ...] = ("lexical", "semantic", "hybrid"),
 ) -> dict[str, dict[str, list[str]]]:
     try:
         from pytest_searcheval.collection import load
@@ -135,8 +136,9 @@ def engine_ranks(
     collection = load(root)
     out: dict[str, dict[str, list[str]]] = defaultdict(dict)
     with Engine.start(collection) as engine:
-        for profile in ("lexical", "semantic", "hybrid"):
+        for profile in profiles:
             if engine.profiles().get(profile) is not None:
+                print(f"engine-{profile} skipped: {engine.profiles()[profile]}", file=sys.stderr)
                 continue
             for qid, text in queries.items():
                 # pooling wants every candidate: no constraint extraction, no no-result cut
@@ -212,6 +214,11 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=ROOT, help="repository (the corpus)")
     parser.add_argument("--depth", type=int, default=10)
     parser.add_argument("--no-engine", action="store_true")
+    parser.add_argument(
+        "--engine-profiles",
+        default="lexical,semantic,hybrid",
+        help="the engine's profiles that pool (comma-separated)",
+    )
     parser.add_argument("--queries", type=Path, help="default: ROOT/qrels/queries.yaml")
     parser.add_argument("--out", type=Path, help="default: ROOT/construction/judging/pool.json")
     parser.add_argument(
@@ -241,7 +248,11 @@ def main() -> None:
         ranks = fn(texts, qtexts, args.depth)
         systems[name] = {qid: [ids[i] for i in r] for qid, r in zip(qids, ranks, strict=True)}
     if not args.no_engine:
-        systems.update(engine_ranks(root, queries, args.depth, constraints))
+        systems.update(
+            engine_ranks(
+                root, queries, args.depth, constraints, tuple(args.engine_profiles.split(","))
+            )
+        )
     intents_path = root / "construction/judging/intents.yaml"
     intents = {}
     if not args.no_intents and intents_path.exists():
