@@ -605,6 +605,24 @@ def probe(encode: Any, dvec: np.ndarray) -> list[list[float]]:
     return [[round(float(x), 5) for x in row] for row in (q @ dvec[:3].T)]
 
 
+def vector_space() -> str:
+    """The stored vectors the model is trained against (``Embedder.vector_space``)."""
+    import hashlib
+
+    from pytest_searcheval.engine.embed import MODEL_ID, WEIGHTS_FILE
+
+    digest = hashlib.sha256((model_path() / WEIGHTS_FILE).read_bytes()).hexdigest()
+    return f"{MODEL_ID}@{digest}"
+
+
+def catalog_hash() -> str:
+    """The shipped corpus's content hash, as the engine computes it at start."""
+    from pytest_searcheval.collection import load
+    from pytest_searcheval.collection.hashing import hash_documents
+
+    return hash_documents(load(ROOT).documents)
+
+
 def save_adapter(state: dict[str, Any], path: Path, meta: dict[str, str]) -> None:
     from safetensors.torch import save_file
 
@@ -644,6 +662,8 @@ def train_final(out: Path) -> dict[str, Any]:
         "inputs": rd.input_hashes(),
         "config": config(),
         "needs": len(every),
+        "vectors": vector_space(),
+        "catalog": catalog_hash(),
         "null_cosine": round(model["null"], 6),
         "probe": probe(lambda t: query_vectors(model, t), dvec),
         "reproduction": {**REPRODUCTION, "probe": probe(lambda t: query_vectors(tiny, t), dvec)},
@@ -666,6 +686,16 @@ def check(path: Path, reproduce: bool = True) -> list[str]:
                 f"{name}: sha256 {now.get(name)} but the model was trained on "
                 f"{manifest['inputs'].get(name)}"
             )
+    if manifest.get("catalog") != catalog_hash():
+        problems.append(
+            f"{path}: trained for catalog {manifest.get('catalog')}, the shipped "
+            f"corpus is {catalog_hash()}"
+        )
+    if manifest.get("vectors") != vector_space():
+        problems.append(
+            f"{path}: trained against {manifest.get('vectors')}, the packaged "
+            f"model is {vector_space()}"
+        )
     docs = rd.listings()
     dvec = frozen_vectors([d.embed_text for d in docs])
     encoder = relevance.QueryEncoder(path)

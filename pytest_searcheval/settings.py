@@ -278,10 +278,23 @@ class SearchEvalConfig:
         None, "p99 latency budget in ms (enables latency tests)", check=_non_negative
     )
     latency_rounds: int = setting(200, "requests per latency test", check=_positive)
+    latency_profiles: tuple[str, ...] | None = setting(
+        None,
+        "comma-separated profiles timed against the latency budgets, one test_latency each "
+        "(default: the gated profile)",
+        check=_split_names,
+    )
     embedding_fallback_tolerance: int = setting(
         0,
         "listings the gate rule 'no embedding fallback' allows to have failed to embed or be "
         "served without their embedding (the target's embedding counts)",
+        check=_non_negative,
+    )
+    rerank_tolerance: float | None = setting(
+        None,
+        "nDCG@10 a reranked profile may fall below its base profile before the gate rule "
+        "'reranking matches or improves hybrid' fails (the report's reranker lift; default: "
+        "the tolerance of the comparisons with the baseline)",
         check=_non_negative,
     )
     bootstrap_samples: int = setting(1000, "bootstrap resamples", check=_positive)
@@ -550,7 +563,7 @@ def _one_profile(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
     url = values.get("url")
     if not url or "{query}" not in url or "{profile}" in url:
         return
-    for key in ("profiles", "gated_profile", "gate_over"):
+    for key in ("profiles", "gated_profile", "gate_over", "latency_profiles"):
         named = values.get(key)
         names = (named,) if isinstance(named, str) else tuple(named or ())
         other = [n for n in names if n != "default"]

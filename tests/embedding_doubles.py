@@ -18,6 +18,10 @@ class HashEmbedder(Embedder):
 
     encoded: int = 0
 
+    @property
+    def vector_space(self) -> str:
+        return "hash"
+
     def _encode(self, texts: list[str]) -> list[Vector | None]:
         out: list[Vector | None] = []
         for text in texts:

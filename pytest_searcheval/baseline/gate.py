@@ -560,6 +560,31 @@ def rule_embedding_fallback(ctx: GateContext) -> list[Rule]:
     ]
 
 
+def rule_rerank_lift(ctx: GateContext) -> list[Rule]:
+    """The reranked profile's mean nDCG@10 is not below its base profile's by more than
+    ``rerank_tolerance`` (by default ``tolerance``, the drop the baseline comparisons allow),
+    over the queries both scored (the report's reranker lift); skipped when no reranked
+    profile ran beside its base."""
+    quality = ctx.report.get("quality") or {}
+    lift = quality.get("reranker_lift")
+    if not lift:
+        why = (quality.get("not_measured") or {}).get("reranker_lift", "no reranked profile ran")
+        return [Rule("reranking matches or improves hybrid", "skipped", f"not measured: {why}")]
+    base, profile = str(lift["over"]), str(lift["profile"])
+    name = f"reranking matches or improves {base}"
+    if ctx.partial:
+        return [Rule(name, "skipped", ctx.partial)]
+    value = float(lift["nDCG@10"])
+    tolerance = (
+        ctx.cfg.rerank_tolerance if ctx.cfg.rerank_tolerance is not None else ctx.cfg.tolerance
+    )
+    ok = value >= -tolerance - 1e-12
+    detail = (
+        f"{profile} - {base} nDCG@10 {value:+.4f} over {lift['n']} queries; tolerance {tolerance:g}"
+    )
+    return [Rule(name, "passed" if ok else "failed", detail)]
+
+
 #: The built-in rules, in the order the gate reports them (docs/report.md, "Gate rules").
 RULES: tuple[GateRule, ...] = (
     rule_gated_available,
@@ -571,6 +596,7 @@ RULES: tuple[GateRule, ...] = (
     rule_hard_filters,
     rule_conformance,
     rule_no_result_accuracy,
+    rule_rerank_lift,
     rule_invariants,
     rule_dataset_and_model,
     rule_latency,

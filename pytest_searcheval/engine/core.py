@@ -44,7 +44,7 @@ from pytest_searcheval.engine.documents import (
 )
 from pytest_searcheval.engine.embed import Embedder
 from pytest_searcheval.engine.reads import EngineReads
-from pytest_searcheval.engine.rerank import Reranker, configured_path
+from pytest_searcheval.engine.rerank import Reranker, configured_path, default_path
 from pytest_searcheval.engine.settings import (
     MAX_LIMIT,
     PROFILES,
@@ -162,6 +162,9 @@ class Engine(EngineWrites, EngineReads):
         try:
             engine._recall_queries = [q.text for q in collection.queries.values()]
             engine._seed(list(collection.documents.values()))
+            engine.reranker.check_catalog(collection.documents)
+            if engine.reranker.unavailable is None:
+                engine.reranker.load()  # a model that fails to load says so now, not at a query
             if settings.no_result is None:
                 rules_file = os.environ.get(calibration.RULES_ENV)
                 if rules_file:
@@ -180,7 +183,9 @@ class Engine(EngineWrites, EngineReads):
         assets: Sequence[Asset],
         settings: EngineSettings,
         embedder: Embedder | None,
+        reranker: Reranker | None = None,
     ) -> Engine:
+        """``reranker``: share this one (a clone's); by default a new one, not yet loaded."""
         import psycopg
 
         from pytest_searcheval.engine import db
@@ -204,9 +209,12 @@ class Engine(EngineWrites, EngineReads):
         )
         schema.open()
         try:
-            reranker = Reranker(configured_path(settings.reranker_path))
-            if reranker.unavailable is None:
-                reranker.load()
+            if reranker is None:
+                reranker = Reranker(
+                    default_path(configured_path(settings.reranker_path)),
+                    vectors=embedder.embed,
+                    space=embedder.vector_space,
+                )
             engine = cls(
                 server=server,
                 schema=schema,
@@ -269,7 +277,9 @@ class Engine(EngineWrites, EngineReads):
         source = self._own_schema("clone")
         server = self._server.acquire()
         try:
-            clone = Engine._open(server, self.assets, self.settings, self.embedder)
+            clone = Engine._open(
+                server, self.assets, self.settings, self.embedder, reranker=self.reranker
+            )
         except BaseException:
             server.release()
             raise

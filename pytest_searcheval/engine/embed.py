@@ -284,6 +284,11 @@ class Embedder:
                 return hidden
         return DIMENSIONS
 
+    @property
+    def vector_space(self) -> str:
+        """What the vectors are comparable with: the model's id and the sha256 of its weights."""
+        return f"{self.model_id}@{self.revision}"
+
     def info(self) -> dict[str, Any]:
         return {
             "id": self.model_id,

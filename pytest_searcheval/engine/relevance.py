@@ -37,6 +37,21 @@ def is_relevance_model(path: Path) -> bool:
     return (path / WEIGHTS).is_file() and (path / MANIFEST).is_file()
 
 
+def trained_space(path: Path) -> str | None:
+    """The vectors the model at ``path`` was trained against (``Embedder.vector_space``)."""
+    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    space = manifest.get("vectors")
+    return str(space) if space else None
+
+
+def trained_catalog(path: Path) -> str | None:
+    """The content hash (collection/hashing.py) of the catalog the model at ``path`` was
+    trained for."""
+    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    catalog = manifest.get("catalog")
+    return str(catalog) if catalog else None
+
+
 class QueryEncoder:
     """Queries -> L2-normalised float32 vectors through the adapted model."""
 

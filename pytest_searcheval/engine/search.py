@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_searcheval.engine import bm25, decision, dense, fusion, index, restrict
-from pytest_searcheval.engine.documents import rerank_text, resource_body
+from pytest_searcheval.engine.documents import embedding_text, rerank_text, resource_body
 from pytest_searcheval.engine.rerank import rerank_head
 from pytest_searcheval.engine.settings import MAX_LIMIT, PROFILES, ProfileUnavailable
 
@@ -291,8 +291,11 @@ def order(engine: Engine, p: Plan, lists: Lists) -> tuple[Ranking, dict[str, flo
         return ranked, {}
     docs = p.catalog.docs
     depth = engine.settings.rerank_depth
-    passages = {d: rerank_text(docs[d]) for d, _ in ranked[:depth] if d in docs}
-    return rerank_head(engine.reranker, p.query.text, ranked, passages, depth=depth)
+    text_of = embedding_text if engine.reranker.reads == "embedding" else rerank_text
+    passages = {d: text_of(docs[d]) for d, _ in ranked[:depth] if d in docs}
+    return rerank_head(
+        engine.reranker, p.query.text, ranked, passages, depth=depth, mix=engine.settings.rerank_mix
+    )
 
 
 def lexical_coverage(lists: Lists) -> dict[str, float]:

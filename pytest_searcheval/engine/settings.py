@@ -41,6 +41,9 @@ class EngineSettings:
     max_answerable_loss: float = 0.02
     reranker_path: str | None = None
     rerank_depth: int = 30
+    #: the weight of the reranker's order in the head (engine/rerank.py ``rerank_head``): 1
+    #: orders the head by the model alone; below 1 keeps part of the hybrid order
+    rerank_mix: float = 1.0
     model_path: str | None = None
     cache_dir: str | None = None
     embed_batch: int = 64
@@ -87,4 +90,5 @@ class EngineSettings:
             "max_answerable_loss": self.max_answerable_loss,
             "reranker_path": self.reranker_path,
             "rerank_depth": self.rerank_depth,
+            "rerank_mix": self.rerank_mix,
         }

@@ -229,15 +229,17 @@ class SearchEvalFile(pytest.File):
         cfg = state.cfg
         if cfg.latency_p95_ms is not None or cfg.latency_p99_ms is not None:
             if self.config.pluginmanager.hasplugin("benchmark"):
-                name = cfg.gated_profile or "gated"
-                yield LatencyItem.build(
-                    self,
-                    key=name,
-                    name=f"test_latency[{name}]",
-                    payload=cfg.gated_profile,
-                    file=self.path,
-                    line=0,
-                )
+                timed: tuple[str | None, ...] = cfg.latency_profiles or (cfg.gated_profile,)
+                for profile in timed:
+                    name = profile or "gated"
+                    yield LatencyItem.build(
+                        self,
+                        key=name,
+                        name=f"test_latency[{name}]",
+                        payload=profile,
+                        file=self.path,
+                        line=0,
+                    )
             else:
                 state.phases.setdefault("latency_not_measured", 0.0)
 

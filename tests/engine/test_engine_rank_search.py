@@ -360,9 +360,12 @@ def test_a_closed_scratch_refuses_work(engine: Engine) -> None:
         live.close()
 
 
-def test_rerank_unavailable_without_a_model(engine: Engine) -> None:
+def test_rerank_unavailable_on_a_corpus_the_packaged_model_was_not_trained_for(
+    engine: Engine,
+) -> None:
     reason = engine.profiles()["hybrid_rerank"]
-    assert reason is not None and "SEARCHEVAL_RERANKER" in reason
+    assert reason is not None and "trained for the shipped catalog" in reason
+    assert "SEARCHEVAL_RERANKER" in reason
     with pytest.raises(ProfileUnavailable, match="hybrid_rerank"):
         engine.search("weather", profile="hybrid_rerank")
     with pytest.raises(ValueError, match="limit"):
@@ -533,6 +536,7 @@ class _LogitReranker:
 
     unavailable = None
     path = None
+    reads = "rerank"
 
     def load(self) -> None:
         pass

@@ -361,3 +361,31 @@ def test_a_project_rule_that_raises_or_returns_nonsense_fails_with_why(
     assert by_name["broken"].status == "failed" and "raised KeyError" in by_name["broken"].detail
     assert by_name["confused"].status == "failed" and "not a Rule" in by_name["confused"].detail
     assert "silent" not in by_name
+
+
+def test_rule_rerank_lift_reads_the_reports_lift_with_its_tolerance() -> None:
+    report = _report()
+    report["quality"] = {"not_measured": {"reranker_lift": "no reranked profile answered"}}
+    assert _one(gate.rule_rerank_lift(_ctx(report))) == Rule(
+        "reranking matches or improves hybrid",
+        "skipped",
+        "not measured: no reranked profile answered",
+    )
+    lift = {"profile": "hybrid_rerank", "over": "hybrid", "nDCG@10": 0.012, "n": 50}
+    report["quality"] = {"reranker_lift": lift, "not_measured": {}}
+    assert _one(gate.rule_rerank_lift(_ctx(report))) == Rule(
+        "reranking matches or improves hybrid",
+        "passed",
+        f"hybrid_rerank - hybrid nDCG@10 +0.0120 over 50 queries; tolerance {CFG.tolerance:g}",
+    )
+    # by default within the baseline comparisons' tolerance; its own setting overrides it
+    report["quality"]["reranker_lift"] = {**lift, "nDCG@10": -CFG.tolerance / 2}
+    assert _one(gate.rule_rerank_lift(_ctx(report))).status == "passed"
+    report["quality"]["reranker_lift"] = {**lift, "nDCG@10": -CFG.tolerance - 0.001}
+    assert _one(gate.rule_rerank_lift(_ctx(report))).status == "failed"
+    strict = dataclasses.replace(CFG, rerank_tolerance=0.0)
+    report["quality"]["reranker_lift"] = {**lift, "nDCG@10": -0.0001}
+    assert _one(gate.rule_rerank_lift(_ctx(report, cfg=strict))).status == "failed"
+    tolerant = dataclasses.replace(CFG, rerank_tolerance=0.05)
+    report["quality"]["reranker_lift"] = {**lift, "nDCG@10": -0.04}
+    assert _one(gate.rule_rerank_lift(_ctx(report, cfg=tolerant))).status == "passed"
