@@ -80,11 +80,11 @@ def auc(pos: list[float], neg: list[float]) -> float:
     return float(((p > q).sum() + 0.5 * (p == q).sum()) / (p.size * q.size))
 
 
-def fit_cut(ans: list[float], rec: list[float], none: list[float]) -> float:
+def fit_cut(ans: list[float], rec: list[float], none: list[float], budget: float = BUDGET) -> float:
     total = sum(rec)
     best = -np.inf
     for cut in sorted(set(ans) | set(none)):
-        if sum(r for a, r in zip(ans, rec, strict=True) if a < cut) <= BUDGET * total:
+        if sum(r for a, r in zip(ans, rec, strict=True) if a < cut) <= budget * total:
             best = max(best, cut)
     # the middle of the gap to the next observed value keeps a margin
     above = [v for v in set(ans) | set(none) if v > best]
@@ -204,6 +204,40 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"pooled {key:28s} AUC {auc(v['ans'], v['none']):.3f} cut {cut:.4f}: caught "
                 f"{(none < cut).mean():.3f} of {len(none)}, silenced {(ans < cut).mean():.3f}"
+            )
+        # the trade-off as the recall budget moves (each cut fitted and applied on the same
+        # pooled scores: the best each evidence can do on these sets, not a held-out figure)
+        out["curves"] = {}
+        for key, v in rows["features"].items():
+            ans, rec, none = np.array(v["ans"]), np.array(v["rec"]), np.array(v["none"])
+            curve = []
+            for budget in (0.0, 0.02, 0.05, 0.10, 0.15, 0.25, 0.50):
+                cut = fit_cut(v["ans"], v["rec"], v["none"], budget)
+                curve.append(
+                    {
+                        "budget": budget,
+                        "caught": float((none < cut).mean()),
+                        "silenced": float((ans < cut).mean()),
+                        "recall_kept": float(rec[ans >= cut].sum() / rec.sum()),
+                    }
+                )
+            # what catching 90% of the unanswerable needs costs
+            cut90 = float(np.quantile(none, 0.90))
+            curve.append(
+                {
+                    "budget": None,
+                    "caught": float((none < cut90).mean()),
+                    "silenced": float((ans < cut90).mean()),
+                    "recall_kept": float(rec[ans >= cut90].sum() / rec.sum()),
+                }
+            )
+            out["curves"][key] = curve
+            print(
+                f"curve {key}: "
+                + "; ".join(
+                    f"{c['budget']}: {c['caught']:.3f}/{c['silenced']:.3f}/{c['recall_kept']:.3f}"
+                    for c in curve
+                )
             )
     if args.out:
         args.out.write_text(json.dumps(out, indent=1, default=float) + "\n")
