@@ -282,6 +282,9 @@ def cross_model() -> tuple[Any, Any, Any]:
             torch.nn.init.normal_(self.classifier.weight, std=0.02)
             torch.nn.init.zeros_(self.classifier.bias)
             self.dropout = torch.nn.Dropout(0.1)
+            # the copies inherit the frozen flag of the lower model's parameters
+            for p in self.parameters():
+                p.requires_grad_(True)
 
         def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             additive = (1.0 - mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(
@@ -294,8 +297,6 @@ def cross_model() -> tuple[Any, Any, Any]:
             pooled = torch.tanh(self.dense(x[:, 0]))
             return self.classifier(self.dropout(pooled))[:, 0]
 
-    for p in Top().parameters():
-        p.requires_grad_(True)
     return tok, bert, Top
 
 
