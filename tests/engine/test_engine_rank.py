@@ -472,6 +472,26 @@ def test_rerank_head_reorders_the_head_and_keeps_the_tail_below_it() -> None:
     assert out[3][1] < min(head.values())
 
 
+def test_rerank_head_mix_weighs_the_model_order_against_the_hybrid_order() -> None:
+    from pytest_searcheval.engine.rerank import MIX_K, rerank_head
+
+    ranked = [("a", 0.9), ("b", 0.8), ("c", 0.7), ("d", 0.6)]
+    passages = {"a": "ta", "b": "tb", "c": "tc"}
+    # the model reverses the head: c, b, a
+    scorer = _FixedScorer({"ta": 0.1, "tb": 0.2, "tc": 0.3})
+    model_only, head = rerank_head(scorer, "q", ranked, passages, depth=3, mix=1.0)
+    assert [d for d, _ in model_only] == ["c", "b", "a", "d"]
+    hybrid_only, _ = rerank_head(scorer, "q", ranked, passages, depth=3, mix=0.0)
+    assert [d for d, _ in hybrid_only] == ["a", "b", "c", "d"]
+    half, head_half = rerank_head(scorer, "q", ranked, passages, depth=3, mix=0.5)
+    # a: 1/(K+3) + 1/(K+1), c: 1/(K+1) + 1/(K+3): a tie, broken by id; b in the middle both ways
+    assert [d for d, _ in half] == ["a", "c", "b", "d"]
+    assert half[0][1] == pytest.approx(0.5 / (MIX_K + 3) + 0.5 / (MIX_K + 1))
+    # the head's model scores stay the model's (they are the no-result evidence)
+    assert head_half == head == {"c": 0.3, "b": 0.2, "a": 0.1}
+    assert half[3][1] < half[2][1]  # the tail stays below the head
+
+
 def test_decision_cuts_only_when_asked_and_always_on_an_empty_ranking() -> None:
     from pytest_searcheval.engine import decision
 
