@@ -336,7 +336,8 @@ def matches(
     """:func:`to_sql`'s predicate evaluated in Python on one listing: its ``doc_type``, its
     extension names and its :func:`option_rows`. Same semantics clause by clause (NULL never
     equals; one option must satisfy every option-level filter; prices compared as exact
-    products), so the two agree on every listing (tests/engine/test_x402_sql.py)."""
+    products), so the two agree on every listing (tests/engine/test_postings.py,
+    test_the_in_memory_filter_check_agrees_with_the_sql)."""
     if filters.type is not None and doc_type != filters.type:
         return False
     if filters.extension is not None and filters.extension not in set(extensions):
