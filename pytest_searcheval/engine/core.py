@@ -9,7 +9,8 @@ Profiles (see docs/engine.md for formulas):
 - ``hybrid``: weighted RRF of the two (ranked over the unfiltered catalog) plus a bounded
   liveness/settlement prior and a title-match boost, times a term-stuffing factor, with
   near-duplicate groups collapsed; hard filters and tombstones then restrict the list;
-- ``hybrid_rerank``: the hybrid top ``rerank_depth`` reordered by a configured cross-encoder.
+- ``hybrid_rerank``: the hybrid top ``rerank_depth`` reordered by the relevance model (by
+  default the packaged one, engine/relevance.py; a configured cross-encoder otherwise).
 
 :class:`Engine` is three parts, one per concern: its life here (start, open, close, clone,
 scratch copies, health and description), its writes (engine/writes.py: seed, upsert, delete,
@@ -17,8 +18,8 @@ reindex, the HNSW index) and its reads (engine/reads.py: search, the listing pag
 samples and calibration). What they use lives beside them: settings (engine/settings.py),
 documents and their rows (engine/documents.py), the in-memory catalog (engine/catalog.py), the
 profile pipelines (engine/search.py), hard filters (engine/restrict.py), the no-result decision
-(engine/decision.py) and its calibration (engine/calibrate.py), the cross-encoder
-(engine/rerank.py).
+(engine/decision.py) and its calibration (engine/calibrate.py), the reranker
+(engine/rerank.py, with the packaged relevance model of engine/relevance.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ tombstones), so a tighter filter can only lower them and never turn a no-result 
 - ``cos``: the best cosine of the dense list (None when the profile has no dense list);
 - ``coverage``: the best share of the query's idf that one lexical candidate matches (None
   when the profile has no lexical list);
-- ``rerank``: the best cross-encoder score among the surviving reranked head (None: no head).
+- ``rerank``: the best reranking-model score among the surviving reranked head (None: no head).
 """
 
 from __future__ import annotations

@@ -270,7 +270,7 @@ def retrieve(engine: Engine, p: Plan) -> Lists:
 
 
 def order(engine: Engine, p: Plan, lists: Lists) -> tuple[Ranking, dict[str, float]]:
-    """(the profile's ranking, head id -> cross-encoder score for ``hybrid_rerank``)."""
+    """(the profile's ranking, head id -> the reranking model's score for ``hybrid_rerank``)."""
     if p.profile == "lexical":
         return [(h.doc_id, h.score) for h in lists.lexical], {}
     if p.profile == "semantic":

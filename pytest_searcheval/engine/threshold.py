@@ -9,7 +9,7 @@ Features of one query, measured after hard filters, before the cut-off:
   (terms unseen in the corpus count with df = 0, i.e. maximal idf). 0 when the query has no
   indexable term.
 
-- ``rerank`` (profile ``hybrid_rerank`` only): the best cross-encoder score among the reranked
+- ``rerank`` (profile ``hybrid_rerank`` only): the best reranking-model score among the reranked
   head, as the model outputs it (sentence-transformers applies a sigmoid to one-label models
   unless their config names another activation).
 
