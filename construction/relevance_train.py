@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import math
 import os
@@ -80,11 +81,16 @@ def model_path() -> Path:
     return default_model_path()
 
 
-def frozen_vectors(texts: list[str]) -> np.ndarray:
-    """The packaged bi-encoder's vectors, as the engine stores them (engine/embed.py)."""
+@functools.cache
+def _frozen_model() -> Any:
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(model_path()), device="cpu")
+    return SentenceTransformer(str(model_path()), device="cpu")
+
+
+def frozen_vectors(texts: list[str]) -> np.ndarray:
+    """The packaged bi-encoder's vectors, as the engine stores them (engine/embed.py)."""
+    model = _frozen_model()
     return np.asarray(
         model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False),
         dtype=np.float32,
@@ -172,7 +178,6 @@ def train_query(needs: list[rd.Need], docs: list[rd.Listing], dvec: np.ndarray) 
     answerable = torch.tensor([n.answerable for n in needs])
     texts = [n.text for n in needs]
     bert.train()
-    step = 0
     for epoch in range(EPOCHS):
         order = rng.permutation(len(needs))
         total = 0.0
@@ -197,7 +202,6 @@ def train_query(needs: list[rd.Need], docs: list[rd.Listing], dvec: np.ndarray) 
             loss.backward()
             opt.step()
             sched.step()
-            step += 1
             total += float(loss) * len(idx)
         log(f"query epoch {epoch}: loss {total / len(needs):.4f}, null {float(null):.4f}")
     bert.eval()
@@ -305,7 +309,6 @@ def lower_states(tok: Any, bert: Any, pairs: list[tuple[str, str]], batch: int =
     import torch
 
     keep = len(bert.encoder.layer) - CROSS_LAYERS
-    out: list[Any] = []
     order = sorted(range(len(pairs)), key=lambda k: len(pairs[k][0]) + len(pairs[k][1]))
     slots: list[Any] = [None] * len(pairs)
     with torch.no_grad():
@@ -323,8 +326,7 @@ def lower_states(tok: Any, bert: Any, pairs: list[tuple[str, str]], batch: int =
             lengths = b["attention_mask"].sum(1)
             for r, k in enumerate(idx):
                 slots[k] = hs[r, : int(lengths[r])].to(torch.float16).clone()
-    out = slots
-    return out
+    return slots
 
 
 def padded(states: list[Any]) -> tuple[Any, Any]:
@@ -685,7 +687,7 @@ def check(path: Path, reproduce: bool = True) -> list[str]:
     """What differs between the shipped model and the committed inputs (empty: nothing)."""
     from pytest_searcheval.engine import relevance
 
-    manifest = json.loads((path / relevance.MANIFEST).read_text(encoding="utf-8"))
+    manifest = relevance.read_manifest(path)
     problems = []
     now = rd.input_hashes()
     for name in sorted(set(now) | set(manifest["inputs"])):

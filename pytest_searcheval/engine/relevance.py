@@ -37,19 +37,26 @@ def is_relevance_model(path: Path) -> bool:
     return (path / WEIGHTS).is_file() and (path / MANIFEST).is_file()
 
 
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of the model at ``path`` (construction/relevance_train.py writes it)."""
+    manifest: dict[str, Any] = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    return manifest
+
+
+def _manifest_text(path: Path, key: str) -> str | None:
+    value = read_manifest(path).get(key)
+    return str(value) if value else None
+
+
 def trained_space(path: Path) -> str | None:
     """The vectors the model at ``path`` was trained against (``Embedder.vector_space``)."""
-    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    space = manifest.get("vectors")
-    return str(space) if space else None
+    return _manifest_text(path, "vectors")
 
 
 def trained_catalog(path: Path) -> str | None:
     """The content hash (collection/hashing.py) of the catalog the model at ``path`` was
     trained for."""
-    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    catalog = manifest.get("catalog")
-    return str(catalog) if catalog else None
+    return _manifest_text(path, "catalog")
 
 
 class QueryEncoder:
@@ -57,7 +64,6 @@ class QueryEncoder:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.manifest: dict[str, Any] = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
         self._lock = threading.Lock()
         self._model: Any = None
 
@@ -95,8 +101,6 @@ class RelevanceScorer:
     ``vectors`` maps the texts it is given (the listings' embedding texts) to their stored
     vectors (the engine's embedder, cached); a listing without one scores ``-inf``.
     """
-
-    reads = "embedding"
 
     def __init__(
         self, encoder: QueryEncoder, vectors: Callable[[Sequence[str]], list[Any]]
