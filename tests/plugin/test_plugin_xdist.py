@@ -79,6 +79,30 @@ def test_latency_tests_gate_p95_and_p99(
     )
 
 
+def test_latency_profiles_time_each_named_profile_against_the_budgets(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    make_project(pytester)
+    result = pytester.runpytest_subprocess(
+        "--search-eval", "-p", "no:xdist", "--search-eval-latency-p95-ms", "1000",
+        "--search-eval-latency-rounds", "10", "--search-eval-latency-profiles", "hybrid,lexical",
+        "-v",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines_random(
+        [
+            "*collection.yaml::test_latency[[]hybrid[]] PASSED*",
+            "*collection.yaml::test_latency[[]lexical[]] PASSED*",
+            "*[[]passed[]] latency budgets: hybrid p95 * ms (budget 1000); "
+            "lexical p95 * ms (budget 1000)",
+        ]
+    )
+    latency = read_report(pytester)["latency_tests"]
+    assert sorted(latency) == ["hybrid", "lexical"]
+    assert latency["lexical"]["profile"] == "lexical" and latency["lexical"]["n"] == 10
+
+
 def test_latency_is_gated_under_xdist_as_in_a_serial_run(pytester: pytest.Pytester) -> None:
     # pytest-benchmark disables itself on xdist workers; the latency test times its rounds
     # itself there instead of skipping, so `-n 2` gates p95 and p99 as a serial run does.
