@@ -91,6 +91,12 @@ def _parser() -> argparse.ArgumentParser:
         default=10.0,
         help="seconds a connection has to send a complete request head (default: 10)",
     )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        default=10.0,
+        help="seconds from a request head to the end of its body (default: 10)",
+    )
 
     run = sub.add_parser("run", help="write a TREC run file for the collection's queries")
     common(run)
@@ -215,8 +221,13 @@ def serve(args: argparse.Namespace, stop: _Stop | None = None) -> int:
     if not 0 < args.header_timeout <= 3600:
         _say(f"error: --header-timeout: expected seconds in (0, 3600], got {args.header_timeout}")
         return 2
+    if not 0 < args.body_timeout <= 3600:
+        _say(f"error: --body-timeout: expected seconds in (0, 3600], got {args.body_timeout}")
+        return 2
     limits = ConnectionLimits(
-        max_connections=args.max_connections, header_timeout=args.header_timeout
+        max_connections=args.max_connections,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
     )
     collection = _load(args.collection)
     token: str | None = None

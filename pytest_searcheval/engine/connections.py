@@ -15,6 +15,10 @@ still takes every descriptor):
 * **header timeout**: a connection must deliver a complete request head within
   ``header_timeout`` seconds of opening (or, on a kept-alive connection, of its next request's
   first byte), however slowly it trickles bytes; else it is closed.
+* **body timeout**: a request's body must be complete within ``body_timeout`` seconds of its
+  head (uvicorn restarts its keep-alive clock on every byte, so a body trickled after the
+  answer, or into a route that reads it, held the connection for ever); else the client gets
+  a JSON 408 when no answer has begun, and the connection is closed.
 * **connection cap**: at most ``max_connections`` connections are open (default: the soft
   ``RLIMIT_NOFILE`` less the accept batch and a reserve for the database pool and files, so
   that ``accept()`` never runs out of descriptors). A new connection beyond the cap closes the
@@ -103,6 +107,8 @@ class ConnectionLimits:
     max_connections: int | None = None
     #: seconds from a connection's first byte (or its opening) to a complete request head
     header_timeout: float = 10.0
+    #: seconds from a complete request head to the end of its body
+    body_timeout: float = 10.0
     #: seconds between two log lines about the same kind of client-caused event
     log_interval: float = 10.0
 
@@ -152,6 +158,7 @@ class _Registry:
         default_factory=collections.OrderedDict
     )
     timed_out: _Counter = field(init=False)
+    body_timed_out: _Counter = field(init=False)
     evicted: _Counter = field(init=False)
     refused: _Counter = field(init=False)
 
@@ -160,6 +167,11 @@ class _Registry:
         self.timed_out = _Counter(
             f"closed a connection with no complete request head after"
             f" {self.limits.header_timeout:g} s",
+            every,
+        )
+        self.body_timed_out = _Counter(
+            f"closed a connection whose request body was not complete"
+            f" {self.limits.body_timeout:g} s after its head",
             every,
         )
         self.evicted = _Counter(
@@ -189,6 +201,20 @@ def _refusal() -> bytes:
     )
 
 
+def _body_timeout(seconds: float) -> bytes:
+    body = json.dumps(
+        {
+            "error": f"the request body was not complete within {seconds:g} s of its head",
+            "field": "body",
+        }
+    ).encode("utf-8")
+    return (
+        b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+        b"content-length: " + str(len(body)).encode("ascii") + b"\r\n"
+        b"connection: close\r\n\r\n" + body
+    )
+
+
 class ServiceProtocol(H11Protocol):
     """uvicorn's h11 protocol answering unparseable requests with the service's JSON body and
     keeping to its server's :class:`ConnectionLimits` (a subclass per server carries them:
@@ -196,6 +222,7 @@ class ServiceProtocol(H11Protocol):
 
     registry: _Registry | None = None
     _head_timer: asyncio.TimerHandle | None = None
+    _body_timer: asyncio.TimerHandle | None = None
     _refused = False
 
     # -- the cap and the header timeout ------------------------------------------------------
@@ -274,6 +301,40 @@ class ServiceProtocol(H11Protocol):
             self._wait_for_head()  # bytes of a request head, not all of it yet
         else:
             self._head_arrived()
+        self._watch_body()
+
+    # -- the body timeout --------------------------------------------------------------------
+
+    def _watch_body(self) -> None:
+        """Start the body's clock when a head has arrived and its body has not; stop it when
+        the body is complete."""
+        if self.registry is None or self.transport.is_closing():
+            return
+        if self.conn.their_state is h11.SEND_BODY:
+            if self._body_timer is None:
+                self._body_timer = self.loop.call_later(
+                    self.registry.limits.body_timeout, self._body_timed_out
+                )
+        else:
+            self._stop_body_clock()
+
+    def _stop_body_clock(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_timed_out(self) -> None:
+        self._body_timer = None
+        if self.registry is None or self.transport.is_closing():
+            return
+        if self.conn.their_state is not h11.SEND_BODY:
+            return
+        self.registry.body_timed_out.note(self.loop)
+        if self.cycle is not None and not self.cycle.response_started:
+            # the route is still waiting for the body: answer for it; the close below makes
+            # uvicorn tell it the client is gone, and what it sends then is dropped
+            self.transport.write(_body_timeout(self.registry.limits.body_timeout))
+        self.transport.close()
 
     def cycle_done(self) -> bool:
         """No request is being served on this connection."""
@@ -294,6 +355,7 @@ class ServiceProtocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._head_arrived()
+        self._stop_body_clock()
         super().connection_lost(exc)
 
     # -- unparseable requests ----------------------------------------------------------------

@@ -85,7 +85,9 @@ def _idle(port: int, count: int) -> list[socket.socket]:
 
 @pytest.fixture
 def capped(engine: FakeEngine) -> Iterator[RunningService]:
-    limits = ConnectionLimits(max_connections=40, header_timeout=1.5, log_interval=60)
+    limits = ConnectionLimits(
+        max_connections=40, header_timeout=1.5, body_timeout=1.5, log_interval=60
+    )
     with serve_in_thread(engine, admin=False, limits=limits) as service:
         yield service
 
@@ -118,6 +120,69 @@ def test_a_request_head_trickled_byte_by_byte_is_cut_at_the_header_timeout(
                 break
         assert closed or _closed_within(sock, 2.0)
         assert time.monotonic() - t0 < 3.5
+
+
+@pytest.fixture
+def admin_capped(engine: FakeEngine) -> Iterator[RunningService]:
+    limits = ConnectionLimits(
+        max_connections=40, header_timeout=1.5, body_timeout=1.5, log_interval=60
+    )
+    with serve_in_thread(engine, token=test_engine_api.TOKEN, admin=True, limits=limits) as service:
+        yield service
+
+
+def _slow_body(port: int, head: bytes, seconds: float) -> tuple[bytes, float]:
+    """Send ``head``, then one body byte every 0.1 s for up to ``seconds``: (what the server
+    answered, seconds until it closed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(head)
+        t0 = time.monotonic()
+        sock.settimeout(0.1)
+        data = b""
+        while time.monotonic() - t0 < seconds:
+            try:
+                sock.sendall(b" ")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except ConnectionResetError:
+                break
+            if chunk == b"":
+                break
+            data += chunk
+        return data, time.monotonic() - t0
+
+
+def test_a_request_body_trickled_into_a_route_gets_408_at_the_body_timeout(
+    admin_capped: RunningService,
+) -> None:
+    """The admin PUT reads its body: a client that sends the head and then a byte at a time
+    gets a JSON 408 after 1.5 s and the connection is closed; nothing is stored."""
+    head = (
+        b"PUT /admin/resources/slow HTTP/1.1\r\nHost: x\r\n"
+        b"Authorization: Bearer " + test_engine_api.TOKEN.encode() + b"\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+    )
+    answer, seconds = _slow_body(admin_capped.port, head, 6.0)
+    assert 1.3 < seconds < 3.5
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    body = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert body["field"] == "body" and "1.5 s" in body["error"]
+    assert _get(admin_capped.port)[0] == 200
+
+
+def test_a_request_body_trickled_after_the_answer_is_cut_at_the_body_timeout(
+    capped: RunningService,
+) -> None:
+    """A route that does not read its body answers at once; the body trickled after it no
+    longer holds the connection (each byte restarted uvicorn's keep-alive clock)."""
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+    answer, seconds = _slow_body(capped.port, head, 8.0)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+    assert seconds < 3.5
 
 
 def _response(sock: socket.socket) -> bytes:
@@ -418,3 +483,18 @@ def test_twenty_thousand_idle_connections_do_not_take_serve_down(
     assert "no complete request head after 3 s" in text
     status, _, _ = _get(port)
     assert status == 200
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--header-timeout", "0"), ("--body-timeout", "0"), ("--body-timeout", "7200")],
+)
+def test_serve_refuses_a_timeout_out_of_range(
+    option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_searcheval.engine.__main__ import main
+
+    assert main(["serve", "--collection", "nowhere", option, value]) == 2
+    assert f"error: {option}: expected seconds in (0, 3600], got {float(value)}" in (
+        capsys.readouterr().err
+    )

@@ -364,6 +364,36 @@ def test_admin_rejects_non_json_and_huge_bodies(client: TestClient) -> None:
     assert r.status_code == 413
 
 
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("application/json", 200),
+        ("application/json; charset=utf-8", 200),
+        ("application/merge-patch+json", 200),
+        ("text/plain", 415),
+        ("application/x-www-form-urlencoded", 415),
+        ("multipart/form-data; boundary=x", 415),
+        ("application/jsonx", 415),
+    ],
+)
+def test_admin_put_reads_json_only(
+    client: TestClient, engine: FakeEngine, content_type: str, status: int
+) -> None:
+    """A body declared as another type is refused with 415, not read as JSON anyway."""
+    raw = json.dumps({"title": "C", "text": "c"}).encode()
+    engine.docs.pop("c", None)
+    r = client.put(
+        "/admin/resources/c", content=raw, headers={**auth(), "Content-Type": content_type}
+    )
+    assert r.status_code == status, r.text
+    if status == 415:
+        assert r.json()["field"] == "Content-Type"
+        assert content_type.split(";")[0] in r.json()["error"]
+        assert "c" not in engine.docs
+    else:
+        assert "c" in engine.docs
+
+
 def test_admin_disabled_without_token(engine: FakeEngine) -> None:
     with TestClient(create_app(engine, admin_token=None)) as c:
         r = c.post("/admin/reindex", headers=auth())

@@ -20,7 +20,7 @@ from pytest_searcheval.engine.api import context, params
 from pytest_searcheval.engine.api.context import ServiceContext
 from pytest_searcheval.engine.api.params import MAX_BODY_BYTES, ClientError
 
-__all__ = ["authorize", "json_body", "router"]
+__all__ = ["authorize", "is_json", "json_body", "router"]
 
 router = APIRouter()
 
@@ -37,8 +37,25 @@ def authorize(ctx: ServiceContext, request: Request) -> None:
         raise ClientError(401, "Authorization", "invalid token")
 
 
+def is_json(content_type: str) -> bool:
+    """``application/json`` or a ``+json`` type, with any parameters."""
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
 async def json_body(request: Request) -> Any:
-    """The request's JSON body, at most ``MAX_BODY_BYTES`` (413 beyond, 400 when malformed)."""
+    """The request's JSON body, at most ``MAX_BODY_BYTES`` (413 beyond, 400 when malformed,
+    415 when it declares a type other than JSON; a body without ``Content-Type`` is read as
+    JSON)."""
+    content_type = request.headers.get("content-type")
+    if content_type is not None and not is_json(content_type):
+        raise ClientError(
+            415,
+            "Content-Type",
+            f"expected application/json, not {content_type[:60]!r}",
+        )
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
         raise ClientError(413, "body", f"larger than {MAX_BODY_BYTES} bytes")
