@@ -1,7 +1,7 @@
-"""Build the outside collections (outside/dev, outside/final, outside/final2, outside/final3)
-from the writers' files.
+"""Build the outside collections (outside/dev, outside/final, outside/final2, outside/final3,
+outside/final4) from the writers' files.
 
-The writers' files (outside/writers/w1.yaml .. w6.yaml, kept as delivered) list queries written
+The writers' files (outside/writers/w1.yaml .. w10.yaml, kept as delivered) list queries written
 blind to qrels/ and to the taxonomy: each with kind, text, near_capability, target and note
 (w5 and w6 also ``filters``). This script turns them into native collections over the shipped
 corpus, so that the loader, the plugin and the engine read them like any other:
@@ -14,12 +14,14 @@ Parts: dev = w1 + w2 (split dev: training and tuning); final = w3 + w4 (split te
 test of the first round, used once for the answerability model; tuning data from the second
 round on); final2 = w5 + w6 (split test: the second round's final test, used once; tuning data
 from the third round on); final3 = w7 + w8 (split test: the relevance model's final test, written
-after the model was frozen, used once). Classes:
+after the model was frozen, used once); final4 = w9 + w10 (split test: the typo-trained
+relevance model's final test, read only after that model was frozen, used once). Classes:
 ``no-result`` for the writer's unanswerable queries (expect no_result, the writer's claim, which
 the merged judgments can overturn), ``vocabulary-mismatch`` for answerable ones worded far from
 their listing, ``constrained`` for needs stated with hard requirements (their ``filters``, in
 the engine's vocabulary, become the labelled constraints), ``payment-topic`` for needs whose
-subject is a payment or a chain (labelled constraints empty; no target: expect no_result). The
+subject is a payment or a chain (labelled constraints empty; no target: expect no_result),
+``typo`` for needs typed in a hurry, with the writer's own misspellings (final4). The
 writer's target and note stay in the writers' files: a hint for pooling, not a judgment.
 
     python construction/outside.py            # rewrite the generated files
@@ -42,12 +44,14 @@ PARTS = {
     "final": (("w3", "w4"), "test"),
     "final2": (("w5", "w6"), "test"),
     "final3": (("w7", "w8"), "test"),
+    "final4": (("w9", "w10"), "test"),
 }
 CLASSES = {
     "unanswerable": "no-result",
     "answerable": "vocabulary-mismatch",
     "constrained": "constrained",
     "payment-topic": "payment-topic",
+    "misspelt": "typo",
 }
 WRITER_KEYS = {"id", "kind", "text", "near_capability", "target", "note"}
 #: writers from w5 on also label the hard requirements a query states (kind constrained)
