@@ -268,8 +268,9 @@ class SearchEvalConfig:
     snapshot_strict: bool | None = setting(
         None,
         "a ranking snapshot that was never recorded fails its test, saying how to record it, "
-        "instead of being recorded (default: on when the CI or BUILD_NUMBER environment "
-        "variable is non-empty, as pytest reads them; ini false records there too)",
+        "instead of being recorded, and unused snapshot entries fail the run (default: on "
+        "when the CI or BUILD_NUMBER environment variable is non-empty, as pytest reads them; "
+        "ini false records there too)",
     )
     latency_p95_ms: float | None = setting(
         None, "p95 latency budget in ms (enables latency tests)", check=_non_negative

@@ -752,12 +752,23 @@ class HandWrittenRecorder:
         state = config.stash.get(STATE_KEY, None)
         if state is None:
             return
+        import os
+
         found = snapshot.unused(self.usage)
         update = bool(state.cfg.snapshot_update)
         root = Path(config.rootpath)
         if update:
             snapshot.prune(found, _Titles(state))
         self.unused_lines = snapshot.unused_lines(found, update, lambda p: _relative(p, root))
+        # In a strict run (CI), as a missing snapshot does, an unused entry fails the run:
+        # the repository keeps rankings that no test checks.
+        strict = None if update else snapshot.strict_reason(state.cfg.snapshot_strict, os.environ)
+        if found and strict is not None:
+            self.unused_lines.append(
+                f"searcheval: unused ranking snapshots fail this run ({strict})"
+            )
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

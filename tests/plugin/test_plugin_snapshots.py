@@ -153,6 +153,41 @@ def _stale(
     monkeypatch.setenv("CASES", "rain forecast city")
 
 
+@pytest.mark.parametrize("how", ["CI", "--search-eval-snapshot-strict"])
+def test_a_strict_run_fails_on_unused_entries(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """As a missing snapshot does: every test passes, and the session fails on the entries no
+    test checks, saying why; an update removes them and passes, in CI too."""
+    args = (*RUN, *HAND)
+    _stale(pytester, monkeypatch, lambda: pytester.runpytest(*args))
+    strict = args
+    if how == "CI":
+        monkeypatch.setenv("CI", "true")
+    else:
+        strict = (*args, how)
+    run = pytester.runpytest(*strict)
+    run.assert_outcomes(passed=2)
+    assert run.ret == pytest.ExitCode.TESTS_FAILED
+    lines = run.stdout.str().splitlines()
+    assert (
+        "searcheval: 2 ranking snapshots unused; --search-eval-snapshot-update removes them:"
+        in lines
+    )
+    verdict = [x for x in lines if x.startswith("searcheval: unused ranking snapshots fail")]
+    reason = (
+        "the CI environment variable is set" if how == "CI" else "--search-eval-snapshot-strict"
+    )
+    assert len(verdict) == 1 and reason in verdict[0]
+    # ini search_eval_snapshot_strict = false: reported, not failed
+    relaxed = pytester.runpytest(*args, "-o", "search_eval_snapshot_strict=false")
+    assert relaxed.ret == pytest.ExitCode.OK
+    update = pytester.runpytest(*strict, "--search-eval-snapshot-update")
+    update.assert_outcomes(passed=2)
+    assert update.ret == pytest.ExitCode.OK
+    assert pytester.runpytest(*strict).ret == pytest.ExitCode.OK
+
+
 def test_unused_entries_are_reported_and_removed_by_an_update(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
