@@ -14,8 +14,8 @@ Parts: dev = w1 + w2 (split dev: training and tuning); final = w3 + w4 (split te
 test of the first round, used once for the answerability model; tuning data from the second
 round on); final2 = w5 + w6 (split test: the second round's final test, used once; tuning data
 from the third round on); final3 = w7 + w8 (split test: the relevance model's final test, written
-after the model was frozen, used once); final4 = w9 + w10 (split test: the typo-trained
-relevance model's final test, read only after that model was frozen, used once). Classes:
+after the model was frozen, used once); final4 = w9 + w10 (split test: a second final test of
+the same frozen model, with a class of misspelt needs, used once). Classes:
 ``no-result`` for the writer's unanswerable queries (expect no_result, the writer's claim, which
 the merged judgments can overturn), ``vocabulary-mismatch`` for answerable ones worded far from
 their listing, ``constrained`` for needs stated with hard requirements (their ``filters``, in

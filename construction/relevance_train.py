@@ -13,9 +13,14 @@ side on the same folds (by capability):
              ``CROSS_LAYERS`` layers trained, the lower ones frozen and computed once) on
              (need, listing) pairs: positives, hard negatives from the packaged bi-encoder's top
              ``HEAD`` outside the need's capability, the judged pairs with their merged grade / 3
-             as a soft label (the judges' grades distilled).
+             as a soft label (the judges' grades distilled). ``CROSS_LOSS`` "listwise" (the
+             default): the score is the packaged cosine / TAU plus the encoder's correction, and
+             each need's pairs and a learned "nothing" logit are one softmax, as for the query
+             side; "pointwise": binary cross-entropy per pair on the encoder's logit alone
+             (training/models/folds-cross.json).
 
   python construction/relevance_train.py folds [--models query,cross]   # training/models/folds.json
+      [--fold N] [--set NAME=VALUE]   # one fold; a constant changed (TYPO_SHARE=0.3, ...)
   python construction/relevance_train.py train                          # the shipped adapter
   python construction/relevance_train.py check                          # inputs and outputs agree
 
@@ -26,6 +31,7 @@ sha256 of the inputs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import functools
 import json
@@ -65,6 +71,9 @@ BATCH = 64
 LR = 5e-4
 LCO_WEIGHT = 1.0
 NULL_INIT = 0.45
+# the share of training needs that get one more copy with misspellings (``misspelt``), same
+# labels: the training needs hold almost none, and a user's queries do
+TYPO_SHARE = 0.0
 
 # evaluation
 HEAD = 30
@@ -95,6 +104,68 @@ def frozen_vectors(texts: list[str]) -> np.ndarray:
         model.encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False),
         dtype=np.float32,
     )
+
+
+# -- misspellings ---------------------------------------------------------------------------
+
+KEYBOARD = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+
+
+def _neighbours(ch: str) -> str:
+    for r, row in enumerate(KEYBOARD):
+        c = row.find(ch)
+        if c >= 0:
+            near = row[max(0, c - 1) : c] + row[c + 1 : c + 2]
+            for other in (r - 1, r + 1):
+                if 0 <= other < len(KEYBOARD):
+                    near += KEYBOARD[other][max(0, c - 1) : c + 1]
+            return near
+    return ""
+
+
+def misspelt(text: str, rng: np.random.Generator) -> str:
+    """``text`` with a typing slip in one word of four letters or more (two in a text of eight
+    words or more): a letter dropped, doubled, swapped with the next, or struck as a
+    neighbouring key; the first letter is kept. Deterministic for a seeded ``rng``."""
+    words = text.split(" ")
+    long = [i for i, w in enumerate(words) if len(w) >= 4 and w.isalpha()]
+    if not long:
+        return text
+    count = 2 if len(words) >= 8 and len(long) >= 2 else 1
+    for i in rng.choice(long, size=count, replace=False):
+        w = words[int(i)]
+        at = int(rng.integers(1, len(w) - 1))
+        slip = int(rng.integers(4))
+        if slip == 0:
+            w = w[:at] + w[at + 1 :]
+        elif slip == 1:
+            w = w[:at] + w[at] + w[at:]
+        elif slip == 2 and w[at] != w[at + 1]:
+            w = w[:at] + w[at + 1] + w[at] + w[at + 2 :]
+        elif slip == 3:
+            near = _neighbours(w[at].lower())
+            if near:
+                w = w[:at] + near[int(rng.integers(len(near)))] + w[at + 1 :]
+            else:
+                w = w[:at] + w[at + 1 :]
+        else:  # a swap of two equal letters: one dropped instead
+            w = w[:at] + w[at + 1 :]
+        words[int(i)] = w
+    return " ".join(words)
+
+
+def with_typos(needs: list[rd.Need], share: float, seed: int = SEED) -> list[rd.Need]:
+    """``needs`` and, for a seeded ``share`` of them, a misspelt copy with the same labels."""
+    if share <= 0:
+        return needs
+    rng = np.random.default_rng(seed)
+    extra = []
+    for need in needs:
+        if rng.random() < share:
+            text = misspelt(need.text, rng)
+            if text != need.text:
+                extra.append(dataclasses.replace(need, id=need.id + "~typo", text=text))
+    return needs + extra
 
 
 # -- the query side -------------------------------------------------------------------------
@@ -163,6 +234,7 @@ def masks(needs: list[rd.Need], docs: list[rd.Listing]) -> tuple[np.ndarray, ...
 def train_query(needs: list[rd.Need], docs: list[rd.Listing], dvec: np.ndarray) -> dict[str, Any]:
     import torch
 
+    needs = with_typos(needs, TYPO_SHARE)
     torch.manual_seed(SEED)
     rng = np.random.default_rng(SEED)
     tok, bert, adapted = lora_model()
@@ -202,7 +274,7 @@ def train_query(needs: list[rd.Need], docs: list[rd.Listing], dvec: np.ndarray) 
             loss.backward()
             opt.step()
             sched.step()
-            total += float(loss) * len(idx)
+            total += float(loss.detach()) * len(idx)
         log(f"query epoch {epoch}: loss {total / len(needs):.4f}, null {float(null):.4f}")
     bert.eval()
     state = {}
@@ -227,6 +299,11 @@ CROSS_EPOCHS = 2
 CROSS_BATCH = 32
 CROSS_LR = 5e-5
 CROSS_MAX_LENGTH = 128
+# "listwise": per need, a softmax over its pairs and a learned "nothing" logit, the score the
+# head's own packaged cosine / TAU plus the encoder's correction (it starts as the bi-encoder);
+# "pointwise": binary cross-entropy per pair, the encoder's logit alone
+CROSS_LOSS = "listwise"
+CROSS_NULL_LR = 1e-2
 
 
 def allowed_order(base: np.ndarray, allowed: np.ndarray) -> np.ndarray:
@@ -240,7 +317,8 @@ def cross_pairs(
     grades: dict[tuple[str, str], int],
 ) -> list[tuple[int, int, float]]:
     """(need, listing, label): positives, hard negatives from the packaged bi-encoder's top
-    listings outside the capability, every judged pair at merged grade / 3."""
+    listings outside the capability (the leave-capability-out view of an answerable need),
+    every judged pair at merged grade / 3."""
     index = {d.id: i for i, d in enumerate(docs)}
     _, full, lco = masks(needs, docs)
     out: list[tuple[int, int, float]] = []
@@ -311,21 +389,26 @@ def lower_states(tok: Any, bert: Any, pairs: list[tuple[str, str]], batch: int =
     keep = len(bert.encoder.layer) - CROSS_LAYERS
     order = sorted(range(len(pairs)), key=lambda k: len(pairs[k][0]) + len(pairs[k][1]))
     slots: list[Any] = [None] * len(pairs)
-    with torch.no_grad():
-        for start in range(0, len(order), batch):
-            idx = order[start : start + batch]
-            b = tok(
-                [pairs[k][0] for k in idx],
-                [pairs[k][1] for k in idx],
-                padding=True,
-                truncation="only_second",
-                max_length=CROSS_MAX_LENGTH,
-                return_tensors="pt",
-            )
-            hs = bert(**b, output_hidden_states=True).hidden_states[keep]
-            lengths = b["attention_mask"].sum(1)
-            for r, k in enumerate(idx):
-                slots[k] = hs[r, : int(lengths[r])].to(torch.float16).clone()
+    every_layer = bert.encoder.layer
+    bert.encoder.layer = every_layer[:keep]  # the top layers are the trained model's
+    try:
+        with torch.no_grad():
+            for start in range(0, len(order), batch):
+                idx = order[start : start + batch]
+                b = tok(
+                    [pairs[k][0] for k in idx],
+                    [pairs[k][1] for k in idx],
+                    padding=True,
+                    truncation="only_second",
+                    max_length=CROSS_MAX_LENGTH,
+                    return_tensors="pt",
+                )
+                hs = bert(**b, output_hidden_states=True).hidden_states[keep]
+                lengths = b["attention_mask"].sum(1)
+                for r, k in enumerate(idx):
+                    slots[k] = hs[r, : int(lengths[r])].to(torch.float16).clone()
+    finally:
+        bert.encoder.layer = every_layer
     return slots
 
 
@@ -341,34 +424,89 @@ def padded(states: list[Any]) -> tuple[Any, Any]:
     return hidden, mask
 
 
-def train_cross(states: list[Any], labels: list[float], Top: Any) -> Any:
+def train_cross(
+    states: list[Any],
+    pairs: list[tuple[int, int, float]],
+    cosines: list[float],
+    answerable: dict[int, bool],
+    inside: list[bool],
+    Top: Any,
+) -> Any:
+    """Train the top layers and head on ``pairs`` (their lower states in ``states``).
+
+    ``inside``: the pair's listing is of its need's capability (absent from the need's
+    leave-capability-out copy). Listwise, an answerable need gives two lists: every pair of
+    it against "nothing", its positives the target (grade 1 pairs left out), and its copy
+    (the pairs outside its capability) with "nothing" the target; an unanswerable need one.
+    """
     import torch
 
     torch.manual_seed(SEED)
     rng = np.random.default_rng(SEED)
     top = Top()
-    opt = torch.optim.AdamW(top.parameters(), lr=CROSS_LR, weight_decay=0.01)
-    steps = CROSS_EPOCHS * math.ceil(len(states) / CROSS_BATCH)
+    null = torch.nn.Parameter(torch.tensor(NULL_INIT / TAU))
+    groups_ = [{"params": list(top.parameters())}]
+    if CROSS_LOSS == "listwise":
+        # the "nothing" logit lives on the cosine / TAU scale
+        groups_.append({"params": [null], "lr": CROSS_NULL_LR, "weight_decay": 0.0})
+    opt = torch.optim.AdamW(groups_, lr=CROSS_LR, weight_decay=0.01)
+    groups: dict[int, list[int]] = {}
+    for k, (i, _, _) in enumerate(pairs):
+        groups.setdefault(i, []).append(k)
+    units = list(groups.values()) if CROSS_LOSS == "listwise" else [[k] for k in range(len(pairs))]
+    per_batch = max(1, CROSS_BATCH // 6) if CROSS_LOSS == "listwise" else CROSS_BATCH
+    steps = CROSS_EPOCHS * math.ceil(len(units) / per_batch)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / max(1, steps // 10)) * max(0.0, 1 - s / steps)
     )
-    y = torch.tensor(labels)
+    y = torch.tensor([label for _, _, label in pairs])
+    cos = torch.tensor(cosines)
+    neg_inf = torch.tensor(float("-inf"))
     top.train()
     for epoch in range(CROSS_EPOCHS):
-        order = rng.permutation(len(states))
+        order = rng.permutation(len(units))
         total = 0.0
-        for start in range(0, len(order), CROSS_BATCH):
-            idx = order[start : start + CROSS_BATCH]
-            hidden, mask = padded([states[k] for k in idx])
+        for start in range(0, len(order), per_batch):
+            chosen = [units[u] for u in order[start : start + per_batch]]
+            flat = [k for unit in chosen for k in unit]
+            hidden, mask = padded([states[k] for k in flat])
             logits = top(hidden, mask)
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y[idx])
+            if CROSS_LOSS == "pointwise":
+                loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y[flat])
+            else:
+                logits = logits + cos[flat] / TAU
+                losses = []
+                at = 0
+                for unit in chosen:
+                    s = logits[at : at + len(unit)]
+                    lab = y[unit]
+                    at += len(unit)
+                    i = pairs[unit[0]][0]
+                    use = (lab >= 0.5) | (lab == 0)
+                    wanted = lab >= 0.5
+                    if answerable[i] and bool(wanted.any()):
+                        v = torch.cat([torch.where(use, s, neg_inf), null[None]])
+                        w = torch.where(wanted, lab, 0.0)
+                        losses.append(torch.logsumexp(v, 0) - (w / w.sum() * s).sum())
+                        out = torch.tensor([not inside[k] for k in unit])
+                        v = torch.cat([torch.where(out & use, s, neg_inf), null[None]])
+                        losses.append(torch.logsumexp(v, 0) - null)
+                    elif not answerable[i]:
+                        v = torch.cat([torch.where(use, s, neg_inf), null[None]])
+                        if bool(wanted.any()):
+                            losses.append(torch.logsumexp(v, 0) - torch.logsumexp(s[wanted], 0))
+                        else:
+                            losses.append(torch.logsumexp(v, 0) - null)
+                loss = torch.stack(losses).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
             sched.step()
-            total += float(loss.detach()) * len(idx)
-        log(f"cross epoch {epoch}: loss {total / len(states):.4f}")
+            total += float(loss.detach()) * len(chosen)
+        nothing = float(null.detach()) * TAU
+        log(f"cross epoch {epoch}: loss {total / len(units):.4f}, null {nothing:.4f}")
     top.eval()
+    top.null_cosine = float(null.detach()) * TAU
     return top
 
 
@@ -387,7 +525,8 @@ def cross_scores(
         if need.answerable:
             head |= set(allowed_order(base[i], lco[i])[:HEAD].tolist())
         wanted += [(i, j) for j in sorted(head)]
-    out = base - 1e6
+    residual = CROSS_LOSS == "listwise"
+    out = (base / TAU if residual else base) - 1e6
     texts = [(needs[i].text, docs[j].rerank_text) for i, j in wanted]
     for start in range(0, len(texts), 2048):
         states = lower_states(tok, bert, texts[start : start + 2048])
@@ -396,7 +535,7 @@ def cross_scores(
                 hidden, mask = padded(states[b : b + 128])
                 s = top(hidden, mask).numpy()
                 for r, (i, j) in enumerate(wanted[start + b : start + b + len(s)]):
-                    out[i, j] = s[r]
+                    out[i, j] = s[r] + (base[i, j] / TAU if residual else 0.0)
     return out
 
 
@@ -493,12 +632,20 @@ def at_cut(cut: float, ans: np.ndarray, rec: np.ndarray, nothing: np.ndarray) ->
     }
 
 
+CURVE = (0.0, 0.02, 0.05, 0.10, 0.15, 0.25, 0.50)
+
+
 def measure(scores: np.ndarray, needs: list[rd.Need], docs: list[rd.Listing]) -> dict[str, Any]:
     ans, rec, nothing = answer_scores(scores, needs, docs)
     out: dict[str, Any] = ranking(scores, needs, docs)
     out["AUC"] = auc(ans, nothing)
     out["oracle_cut"] = best_cut(ans, rec, nothing)
     out["at_oracle_cut"] = at_cut(out["oracle_cut"], ans, rec, nothing)
+    # the trade-off: each recall budget's best cut on these scores
+    out["curve"] = {
+        f"{budget:.2f}": at_cut(best_cut(ans, rec, nothing, budget), ans, rec, nothing)
+        for budget in CURVE
+    }
     far = [n for n in needs if n.kind == "far"]
     out["far"] = ranking(scores[[i for i, n in enumerate(needs) if n.kind == "far"]], far, docs)
     return out
@@ -517,6 +664,7 @@ def config() -> dict[str, Any]:
         "LR",
         "LCO_WEIGHT",
         "NULL_INIT",
+        "TYPO_SHARE",
         "HEAD",
         "CROSS_LAYERS",
         "CROSS_NEGATIVES",
@@ -524,6 +672,8 @@ def config() -> dict[str, Any]:
         "CROSS_BATCH",
         "CROSS_LR",
         "CROSS_MAX_LENGTH",
+        "CROSS_LOSS",
+        "CROSS_NULL_LR",
     ]
     return {"folds": rd.FOLDS, **{n.lower(): globals()[n] for n in names}}
 
@@ -555,6 +705,7 @@ def folds(models: list[str], limit: int = 0, only: list[int] | None = None) -> d
         grades = rd.merged_grades()
         tok, bert, Top = cross_model()
         pairs = cross_pairs(every, docs, base, grades)
+        _, _, lco_all = masks(every, docs)
         log(f"cross: {len(pairs)} training pairs over {len(every)} needs")
         states = lower_states(
             tok, bert, [(every[i].text, docs[j].rerank_text) for i, j, _ in pairs]
@@ -566,26 +717,45 @@ def folds(models: list[str], limit: int = 0, only: list[int] | None = None) -> d
         train = [n for n in every if n.fold != f]
         held_i = [i for i, n in enumerate(every) if n.fold == f]
         held = [every[i] for i in held_i]
+        # the held-out needs misspelt (every one, a seed of their own): ranking only
+        slipped = [
+            dataclasses.replace(n, text=misspelt(n.text, np.random.default_rng([SEED, f, k])))
+            for k, n in enumerate(held)
+        ]
+        slipped_texts = [n.text for n in slipped]
         row: dict[str, Any] = {
             "fold": f,
             "train": len(train),
             "held": len(held),
             "frozen": measure(base[held_i], held, docs),
         }
+        row["frozen"]["typo"] = ranking(frozen_vectors(slipped_texts) @ dvec.T, slipped, docs)
         if "query" in models:
             started = time.perf_counter()
             model = train_query(train, docs, dvec)
             s = query_vectors(model, [n.text for n in held]) @ dvec.T
             oof["query"][held_i] = s
             row["query"] = measure(s, held, docs)
+            row["query"]["typo"] = ranking(
+                query_vectors(model, slipped_texts) @ dvec.T, slipped, docs
+            )
             row["query"]["train_seconds"] = round(time.perf_counter() - started, 1)
         if "cross" in models:
             started = time.perf_counter()
             keep = [k for k, (i, _, _) in enumerate(pairs) if every[i].fold != f]
-            top = train_cross([states[k] for k in keep], [pairs[k][2] for k in keep], Top)
+            top = train_cross(
+                [states[k] for k in keep],
+                [pairs[k] for k in keep],
+                [float(base[pairs[k][0], pairs[k][1]]) for k in keep],
+                {i: n.answerable for i, n in enumerate(every)},
+                [not bool(lco_all[pairs[k][0], pairs[k][1]]) for k in keep],
+                Top,
+            )
             s = cross_scores(tok, bert, top, held, docs, base[held_i])
             oof["cross"][held_i] = s
             row["cross"] = measure(s, held, docs)
+            if CROSS_LOSS == "listwise":
+                row["cross"]["null_cosine"] = round(top.null_cosine, 6)
             row["cross"]["train_seconds"] = round(time.perf_counter() - started, 1)
         log(json.dumps(row)[:3000])
         result["folds"].append(row)
