@@ -119,6 +119,44 @@ def _split_names(value: Any) -> str | None:
     return "at least one name" if value is not None and not value else None
 
 
+LATENCY_BUDGET_EXPECTED = (
+    "PROFILE=P95 or PROFILE=P95/P99 (milliseconds, >= 0; '-' keeps the default)"
+)
+
+
+def parse_latency_budget(item: str) -> tuple[str, float | None, float | None, bool]:
+    """One ``latency_budgets`` item: ``hybrid_rerank=250/400`` is the profile, its p95 and p99
+    budgets, and whether the p99 was given; ``-`` for either keeps the general budget."""
+    name, sep, numbers = item.partition("=")
+    parts = numbers.split("/")
+    if not sep or not name.strip() or len(parts) > 2:
+        raise ValueError(item)
+
+    def number(text: str) -> float | None:
+        text = text.strip()
+        if text == "-":
+            return None
+        value = float(text)
+        if not value >= 0:
+            raise ValueError(item)
+        return value
+
+    p95 = number(parts[0])
+    p99 = number(parts[1]) if len(parts) == 2 else None
+    return name.strip(), p95, p99, len(parts) == 2
+
+
+def _latency_budgets(value: Any) -> str | None:
+    if value is None:
+        return None
+    for item in value:
+        try:
+            parse_latency_budget(item)
+        except ValueError:
+            return Rejected.of(LATENCY_BUDGET_EXPECTED, item)
+    return None
+
+
 @dataclass(frozen=True)
 class SearchEvalConfig:
     """Every setting of one evaluation run, resolved once in ``pytest_configure``."""
@@ -285,6 +323,13 @@ class SearchEvalConfig:
         "(default: the gated profile)",
         check=_split_names,
     )
+    latency_budgets: tuple[str, ...] | None = setting(
+        None,
+        "comma-separated per-profile budgets that replace latency_p95_ms/latency_p99_ms for "
+        "that profile, PROFILE=P95 or PROFILE=P95/P99 in ms, e.g. hybrid_rerank=250/400 (a "
+        "reranking profile does more work per request than the one it reranks)",
+        check=_latency_budgets,
+    )
     embedding_fallback_tolerance: int = setting(
         0,
         "listings the gate rule 'no embedding fallback' allows to have failed to embed or be "
@@ -317,6 +362,28 @@ class SearchEvalConfig:
         from pytest_searcheval.collection.model import parse_grades
 
         return None if self.grades is None else parse_grades(self.grades)
+
+    @property
+    def latency_enabled(self) -> bool:
+        """A latency budget is set, so the latency tests run."""
+        return (
+            self.latency_p95_ms is not None
+            or self.latency_p99_ms is not None
+            or bool(self.latency_budgets)
+        )
+
+    def latency_budget(self, profile: str) -> dict[str, float | None]:
+        """The p95 and p99 budgets (ms) of ``profile``: its ``latency_budgets`` entry where it
+        has one, else ``latency_p95_ms`` and ``latency_p99_ms``."""
+        budget = {"p95": self.latency_p95_ms, "p99": self.latency_p99_ms}
+        for item in self.latency_budgets or ():
+            name, p95, p99, has_p99 = parse_latency_budget(item)
+            if name == profile:
+                if p95 is not None:
+                    budget["p95"] = p95
+                if has_p99 and p99 is not None:
+                    budget["p99"] = p99
+        return budget
 
     @property
     def timeout_s(self) -> float:
@@ -552,6 +619,7 @@ def build(config: pytest.Config) -> SearchEvalConfig:
             f"{sources['gated_profile']}: {gated!r} is not among the profiles {list(profiles)}"
         )
     _one_profile(values, sources)
+    _budgets_timed(values, sources)
     _follow_depth(values, sources)
     inv_values, inv_sources = resolve(config, _invariant_declared())
     values["extra"] = {"invariants": _invariant_settings(inv_values, inv_sources, root)}
@@ -572,6 +640,23 @@ def _one_profile(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
             from pytest_searcheval.targets.http import HttpTarget
 
             raise ConfigError(f"{sources[key]}: {HttpTarget.one_profile_error(url, other[0])}")
+
+
+def _budgets_timed(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    """A per-profile latency budget names a profile that is timed: one that is not would never
+    be checked, silently."""
+    timed = values.get("latency_profiles") or (
+        (values["gated_profile"],) if values.get("gated_profile") else ()
+    )
+    if not timed:
+        return  # the gated profile is resolved against the target's profiles later
+    for item in values.get("latency_budgets") or ():
+        name = parse_latency_budget(item)[0]
+        if name not in timed:
+            raise ConfigError(
+                f"{sources['latency_budgets']}: {name!r} is not timed; the latency tests time "
+                f"{', '.join(timed)} (add it to search_eval_latency_profiles)"
+            )
 
 
 def _follow_depth(values: dict[str, Any], sources: Mapping[str, str]) -> None:

@@ -725,8 +725,7 @@ def _conventions(report: Report, baseline: Baseline) -> Rule:
 
 def _latency_rule(report: Report, cfg: SearchEvalConfig) -> Rule:
     name = "latency budgets"
-    budgets = {"p95": cfg.latency_p95_ms, "p99": cfg.latency_p99_ms}
-    if all(v is None for v in budgets.values()):
+    if not cfg.latency_enabled:
         return Rule(name, "skipped", "no budget set")
     every = report.get("latency_tests") or {}
     tests = {p: lat for p, lat in every.items() if "not_measured" not in lat}
@@ -743,7 +742,7 @@ def _latency_rule(report: Report, cfg: SearchEvalConfig) -> Rule:
     over = []
     parts = []
     for profile, lat in sorted(tests.items()):
-        for pct, budget in budgets.items():
+        for pct, budget in cfg.latency_budget(profile).items():
             if budget is None:
                 continue
             value = float(lat["p95_ms"] if pct == "p95" else lat["p99_ms"])

@@ -227,7 +227,7 @@ class SearchEvalFile(pytest.File):
                 marks=_marks(known_failure_marker(state, "invariants", str(case.id))),
             )
         cfg = state.cfg
-        if cfg.latency_p95_ms is not None or cfg.latency_p99_ms is not None:
+        if cfg.latency_enabled:
             if self.config.pluginmanager.hasplugin("benchmark"):
                 timed: tuple[str | None, ...] = cfg.latency_profiles or (cfg.gated_profile,)
                 for profile in timed:

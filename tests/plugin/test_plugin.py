@@ -229,6 +229,19 @@ def test_split_and_ini_precedence(pytester: pytest.Pytester) -> None:
             "http://127.0.0.1:9/s?q={query} has no {profile} placeholder, so it serves one "
             "profile, 'default'*",
         ),
+        (
+            ["--search-eval-latency-budgets", "hybrid_rerank=fast"],
+            "--search-eval-latency-budgets: expected PROFILE=P95 or PROFILE=P95/P99 "
+            "(milliseconds, >= 0; '-' keeps the default), got 'hybrid_rerank=fast'",
+        ),
+        (
+            [
+                "--search-eval-latency-profiles=hybrid",
+                "--search-eval-latency-budgets=hybrid=50,hybrid_rerank=250/400",
+            ],
+            "--search-eval-latency-budgets: 'hybrid_rerank' is not timed; the latency tests "
+            "time hybrid (add it to search_eval_latency_profiles)",
+        ),
     ],
 )
 def test_bad_options_are_usage_errors(

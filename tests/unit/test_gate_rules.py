@@ -270,6 +270,34 @@ def test_rule_latency() -> None:
     assert rule.status == "failed" and "hybrid p95 80.00 ms (budget 50)" in rule.detail
 
 
+def test_rule_latency_judges_each_profile_by_its_own_budget() -> None:
+    report = _report()
+    report["latency_tests"] = {
+        "hybrid": {"profile": "hybrid", "p95_ms": 40.0, "p99_ms": 90.0},
+        "hybrid_rerank": {"profile": "hybrid_rerank", "p95_ms": 120.0, "p99_ms": 99.0},
+    }
+    cfg = dataclasses.replace(
+        CFG, latency_p95_ms=50.0, latency_p99_ms=100.0, latency_budgets=("hybrid_rerank=250",)
+    )
+    rule = _one(gate.rule_latency(_ctx(report, cfg=cfg)))
+    assert rule.status == "passed", rule.detail
+    assert "hybrid_rerank p95 120.00 ms (budget 250)" in rule.detail
+    # no p99 in the entry: the general p99 budget still holds for the profile
+    report["latency_tests"]["hybrid_rerank"]["p99_ms"] = 130.0
+    rule = _one(gate.rule_latency(_ctx(report, cfg=cfg)))
+    assert rule.status == "failed" and "hybrid_rerank p99 130.00 ms (budget 100)" in rule.detail
+    report["latency_tests"]["hybrid_rerank"]["p99_ms"] = 99.0
+    report["latency_tests"]["hybrid_rerank"]["p95_ms"] = 251.0
+    rule = _one(gate.rule_latency(_ctx(report, cfg=cfg)))
+    assert rule.status == "failed" and "hybrid_rerank p95 251.00 ms (budget 250)" in rule.detail
+    # a per-profile budget alone enables the rule
+    alone = dataclasses.replace(CFG, latency_budgets=("hybrid_rerank=250/400",))
+    rule = _one(gate.rule_latency(_ctx(report, cfg=alone)))
+    assert rule.status == "failed" and rule.detail == (
+        "hybrid_rerank p95 251.00 ms (budget 250); hybrid_rerank p99 99.00 ms (budget 400)"
+    )
+
+
 def test_rule_embedding_fallback_judges_the_targets_counts() -> None:
     rule = _one(gate.rule_embedding_fallback(_ctx()))
     assert rule == Rule(
