@@ -96,6 +96,29 @@ def feature(body: dict[str, Any], name: str) -> float:
     return float("-inf") if value is None else float(value)
 
 
+def print_per_query(
+    collection: Any,
+    qrels: dict[str, dict[str, int]],
+    members: list[str],
+    runs: dict[str, dict[str, list[str]]],
+    scores: dict[str, dict[str, dict[str, float]]],
+) -> None:
+    """One row per query: text, nDCG@10 per system, and the rank (1-based, '-' past 10) each
+    system gives the query's best-graded listing."""
+    names = list(runs)
+    print("| query | text | best listing | " + " | ".join(names) + " |")
+    print("|---|---|---|" + "---|" * len(names))
+    for q in members:
+        best = max(qrels[q], key=lambda d: (qrels[q][d], d))
+        cells = []
+        for n in names:
+            ranked = runs[n][q]
+            rank = str(ranked.index(best) + 1) if best in ranked else "-"
+            cells.append(f"{scores[n][q]['nDCG@10']:.3f} (rank {rank})")
+        text = collection.queries[q].text
+        print(f"| {q} | {text} | {best} | " + " | ".join(cells) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group(required=True)
@@ -106,6 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reranker", default=None)
     ap.add_argument("--fitted", type=Path, help="--final: the --tune run's --out")
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--per-query",
+        metavar="CLASS",
+        help="also print each answerable query of this class: nDCG@10 of both profiles and the "
+        "rank each gives the query's best-graded listing",
+    )
     args = ap.parse_args(argv)
     paths = args.tune or args.final
     splits = args.split.split(",")
@@ -157,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                         + ("" if name == "hybrid" else f" ({mean:+.3f}, {lo:+.3f} to {hi:+.3f})")
                     )
                 print(f"| {name} | " + " | ".join(cells) + " |")
+            if args.per_query:
+                print_per_query(collection, qrels, groups.get(args.per_query, []), runs, scores)
             decision: dict[str, Any] = {}
             for name, answers in bodies.items():
                 for feat in ("cos", "coverage", "rerank"):
