@@ -241,7 +241,12 @@ class SessionHooks:
         # tryfirst: the generated tests must exist before -k/-m/--deselect/--lf filter the list.
         if not self.state.collected and _selects(config, self.state.anchor()):
             anchor = SearchEvalFile.from_parent(session, path=self.state.anchor())
-            items.extend(i for i in anchor.collect() if isinstance(i, pytest.Item))
+            generated = [i for i in anchor.collect() if isinstance(i, pytest.Item)]
+            items.extend(generated)
+            # Reported as a collector's result, so pytest's "collected N items" (and
+            # "/ M deselected") counts the tests generated here, as it counts a test file's.
+            report = pytest.CollectReport(anchor.nodeid, "passed", None, list(generated))
+            session.ihook.pytest_collectreport(report=report)
         self.generated = _by_kind(items)
 
     @pytest.hookimpl(trylast=True)

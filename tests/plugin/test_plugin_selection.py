@@ -46,6 +46,18 @@ def test_no_arguments_or_the_anchor_among_them_run_the_evaluation(
     result.stdout.fnmatch_lines(["collection.yaml::test_query[[]q1-exact-name[]]"])
 
 
+def test_pytest_counts_the_generated_tests_as_collected(pytester: pytest.Pytester) -> None:
+    # The collection lies outside testpaths, so its tests are generated after pytest has
+    # collected the test files; its header still counts them, and what -k deselects.
+    _ide_project(pytester, ini="testpaths = tests\n")
+    # 1 unit test, 4 query tests and 18 invariant cases, deselected: this target cannot run them
+    result = pytester.runpytest("-p", "no:cacheprovider", "--co", "-q")
+    result.stdout.fnmatch_lines(["5/23 tests collected (18 deselected) in *"])
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "test_unit")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["collected 23 items / 22 deselected / 1 selected"])
+
+
 @pytest.mark.parametrize(
     ("ini", "message"),
     [
