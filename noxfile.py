@@ -72,7 +72,8 @@ def eval(session: nox.Session) -> None:
 @nox.session
 def latency(session: nox.Session) -> None:
     """Per-request latency percentiles of the reference engine, gated against the budgets in
-    pyproject.toml (override with --search-eval-latency-p95-ms=N)."""
+    pyproject.toml (override with --search-eval-latency-p95-ms=N, and
+    --search-eval-latency-budgets=hybrid_rerank=N for the reranking profile)."""
     _install(session)
     session.run(
         "pytest", "--search-eval", "-m", "searcheval_latency", "-p", "no:xdist", *session.posargs

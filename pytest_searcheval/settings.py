@@ -16,6 +16,7 @@ empty value on the command line still wins. The invariants' knobs are the fields
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -78,7 +79,7 @@ def _positive(value: Any) -> str | None:
 
 
 def _non_negative(value: Any) -> str | None:
-    return None if value is None or value >= 0 else "a number >= 0"
+    return None if value is None or 0 <= value < math.inf else "a finite number >= 0"
 
 
 def _one_of(*choices: str) -> Check:
@@ -120,7 +121,7 @@ def _split_names(value: Any) -> str | None:
 
 
 LATENCY_BUDGET_EXPECTED = (
-    "PROFILE=P95 or PROFILE=P95/P99 (milliseconds, >= 0; '-' keeps the default)"
+    "PROFILE=P95 or PROFILE=P95/P99 (finite milliseconds >= 0; '-' keeps the default)"
 )
 
 
@@ -137,7 +138,7 @@ def parse_latency_budget(item: str) -> tuple[str, float | None, float | None, bo
         if text == "-":
             return None
         value = float(text)
-        if not value >= 0:
+        if not 0 <= value < math.inf:
             raise ValueError(item)
         return value
 
@@ -149,11 +150,15 @@ def parse_latency_budget(item: str) -> tuple[str, float | None, float | None, bo
 def _latency_budgets(value: Any) -> str | None:
     if value is None:
         return None
+    seen: set[str] = set()
     for item in value:
         try:
-            parse_latency_budget(item)
+            name = parse_latency_budget(item)[0]
         except ValueError:
             return Rejected.of(LATENCY_BUDGET_EXPECTED, item)
+        if name in seen:
+            return Rejected.of(f"each profile once ({name!r} is named twice)", item)
+        seen.add(name)
     return None
 
 
@@ -326,8 +331,9 @@ class SearchEvalConfig:
     latency_budgets: tuple[str, ...] | None = setting(
         None,
         "comma-separated per-profile budgets that replace latency_p95_ms/latency_p99_ms for "
-        "that profile, PROFILE=P95 or PROFILE=P95/P99 in ms, e.g. hybrid_rerank=250/400 (a "
-        "reranking profile does more work per request than the one it reranks)",
+        "that profile wherever either is set, PROFILE=P95 or PROFILE=P95/P99 in ms, e.g. "
+        "hybrid_rerank=250/400 (a reranking profile does more work per request than the one "
+        "it reranks); each profile named once, and timed (latency_profiles)",
         check=_latency_budgets,
     )
     embedding_fallback_tolerance: int = setting(
@@ -645,12 +651,17 @@ def _one_profile(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
 def _budgets_timed(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
     """A per-profile latency budget names a profile that is timed: one that is not would never
     be checked, silently."""
+    budgets = values.get("latency_budgets") or ()
     timed = values.get("latency_profiles") or (
         (values["gated_profile"],) if values.get("gated_profile") else ()
     )
-    if not timed:
-        return  # the gated profile is resolved against the target's profiles later
-    for item in values.get("latency_budgets") or ():
+    if budgets and not timed:
+        # the gated profile is otherwise resolved against the target's profiles at run time
+        raise ConfigError(
+            f"{sources['latency_budgets']}: a per-profile budget needs the timed profiles "
+            "named: set search_eval_latency_profiles (or search_eval_gated_profile)"
+        )
+    for item in budgets:
         name = parse_latency_budget(item)[0]
         if name not in timed:
             raise ConfigError(

@@ -246,7 +246,7 @@ class SessionHooks:
             # Reported as a collector's result, so pytest's "collected N items" (and
             # "/ M deselected") counts the tests generated here, as it counts a test file's.
             report = pytest.CollectReport(anchor.nodeid, "passed", None, list(generated))
-            session.ihook.pytest_collectreport(report=report)
+            anchor.ihook.pytest_collectreport(report=report)
         self.generated = _by_kind(items)
 
     @pytest.hookimpl(trylast=True)

@@ -232,7 +232,24 @@ def test_split_and_ini_precedence(pytester: pytest.Pytester) -> None:
         (
             ["--search-eval-latency-budgets", "hybrid_rerank=fast"],
             "--search-eval-latency-budgets: expected PROFILE=P95 or PROFILE=P95/P99 "
-            "(milliseconds, >= 0; '-' keeps the default), got 'hybrid_rerank=fast'",
+            "(finite milliseconds >= 0; '-' keeps the default), got 'hybrid_rerank=fast'",
+        ),
+        (
+            ["--search-eval-latency-profiles=hybrid", "--search-eval-latency-budgets=hybrid=inf"],
+            "--search-eval-latency-budgets: expected PROFILE=P95 or PROFILE=P95/P99 "
+            "(finite milliseconds >= 0; '-' keeps the default), got 'hybrid=inf'",
+        ),
+        (
+            ["--search-eval-latency-p95-ms=inf"],
+            "--search-eval-latency-p95-ms: expected a finite number >= 0, got 'inf'",
+        ),
+        (
+            [
+                "--search-eval-latency-profiles=hybrid",
+                "--search-eval-latency-budgets=hybrid=50/300,hybrid=80",
+            ],
+            "--search-eval-latency-budgets: expected each profile once ('hybrid' is named "
+            "twice), got 'hybrid=80'",
         ),
         (
             [
@@ -251,6 +268,22 @@ def test_bad_options_are_usage_errors(
     result = pytester.runpytest("--search-eval", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_a_per_profile_latency_budget_needs_the_timed_profiles_named(
+    pytester: pytest.Pytester,
+) -> None:
+    # Without latency_profiles or gated_profile, the profile timed is the target's first, known
+    # only at run time: a budget naming another would never be checked.
+    make_project(pytester, ini="# search_eval_gated_profile unset\n")
+    result = pytester.runpytest("--search-eval", "--search-eval-latency-budgets=hybrid=50")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--search-eval-latency-budgets: a per-profile budget needs the timed profiles "
+            "named: set search_eval_latency_profiles (or search_eval_gated_profile)*"
+        ]
+    )
 
 
 def test_missing_collection_is_a_usage_error(pytester: pytest.Pytester) -> None:
